@@ -1,0 +1,87 @@
+# alloclab — two commands do everything on a fresh machine:
+#   make run    set up, then reproduce the seed experiments at laptop scale (tables, CSV, plots under results/)
+#   make test   set up, then lint and run every test (ctest, pytest, the notebooks)
+# and `make bench` runs the Google Benchmark microbenchmarks. Every target sets itself up idempotently: missing
+# system packages are installed with apt-get when root (otherwise the exact command is printed), .venv is created,
+# the package is installed editable with its extras, and only what changed is rebuilt.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+BUILD := build
+CPP_BUILD := $(BUILD)/cpp
+STAMPS := $(BUILD)/stamps
+SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev pkg-config clang-format
+CPP_SOURCES := $(shell find cpp -name '*.cpp' -o -name '*.hpp') CMakeLists.txt
+PY_BUILD_DEPS := 'scikit-build-core>=0.10' 'pybind11>=2.12' 'cmake>=3.20' ninja
+CMAKE := $(abspath $(VENV))/bin/cmake
+CTEST := $(abspath $(VENV))/bin/ctest
+LOCK := flock $(STAMPS)/.lock
+QUIET_PIP := 2>&1 | { grep -v '^WARNING: Location' || true; }  # this machine's pip config warns per package
+
+.PHONY: run test bench lint format install cpp sysdeps clean test-cpp test-py
+
+run: install
+	$(VPY) -c 'import alloclab as al; r = al.run("lock_zoo"); print(r); print(r.lockstat_text())'
+
+test: install cpp lint test-cpp test-py
+
+test-cpp: cpp
+	cd $(CPP_BUILD) && $(CTEST) --output-on-failure -j2
+
+test-py: install
+	$(VPY) -m pytest -q python/tests
+
+bench: cpp
+	$(CPP_BUILD)/alloclab_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+	  --benchmark_out=$(BUILD)/bench.json --benchmark_out_format=json
+
+lint: install
+	clang-format --dry-run --Werror $$(find cpp -name '*.cpp' -o -name '*.hpp')
+	$(VENV)/bin/ruff check python $(wildcard experiments)
+	$(VENV)/bin/ruff format --check python $(wildcard experiments)
+
+format: install
+	clang-format -i $$(find cpp -name '*.cpp' -o -name '*.hpp')
+	$(VENV)/bin/ruff format python $(wildcard experiments)
+
+# --- set-up ---------------------------------------------------------------------------------------------------
+
+sysdeps: $(STAMPS)/sysdeps
+$(STAMPS)/sysdeps:
+	@mkdir -p $(STAMPS)
+	@missing=""; for p in $(SYS_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing system packages:$$missing"; \
+	    (apt-get install -y -qq $$missing || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing)) >/dev/null; \
+	  else \
+	    echo "alloclab needs system packages. Run:  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml | $(STAMPS)/sysdeps
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip $(QUIET_PIP)
+	$(VPY) -m pip install -q $(PY_BUILD_DEPS) $(QUIET_PIP)
+	@touch $@
+
+install: $(STAMPS)/install
+$(STAMPS)/install: $(STAMPS)/venv $(CPP_SOURCES) pyproject.toml
+	$(LOCK) $(VPY) -m pip install -q --no-build-isolation -e '.[test,notebooks]' $(QUIET_PIP)
+	@touch $@
+
+cpp: $(STAMPS)/cpp
+$(STAMPS)/cpp: $(STAMPS)/venv $(CPP_SOURCES)
+	$(LOCK) $(CMAKE) -S . -B $(CPP_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DALLOCLAB_PYTHON=OFF \
+	  -DALLOCLAB_TESTS=ON -DALLOCLAB_BENCH=ON >/dev/null
+	$(LOCK) $(CMAKE) --build $(CPP_BUILD)
+	@touch $@
+
+clean:
+	rm -rf $(BUILD) $(VENV)

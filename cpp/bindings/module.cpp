@@ -1,0 +1,247 @@
+// pybind11 glue: converts arguments, releases the GIL around the whole run, polls for Ctrl-C, hands back plain
+// Python containers (the alloclab package turns them into DataFrames). No model logic lives here.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "alloclab/lock_class.hpp"
+#include "alloclab/runner.hpp"
+#include "alloclab/scenario.hpp"
+#include "alloclab/topology.hpp"
+
+namespace py = pybind11;
+using namespace alloclab;
+
+namespace {
+
+Value to_value(const std::string& name, const py::handle& o) {
+  if (py::isinstance<py::bool_>(o)) return o.cast<bool>();
+  if (py::isinstance<py::int_>(o) || (!py::isinstance<py::float_>(o) && py::hasattr(o, "__index__")))
+    return o.cast<int64_t>();  // Python and numpy integers
+  if (py::isinstance<py::float_>(o)) return o.cast<double>();
+  if (py::isinstance<py::str>(o)) return o.cast<std::string>();
+  throw std::invalid_argument(name + ": unsupported value " + py::repr(o).cast<std::string>() +
+                              " (expected a bool, an int, a float or a str)");
+}
+
+py::object from_value(const Value& v) {
+  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);
+}
+
+py::list named(const NamedValues& values) {
+  py::list out;
+  for (const auto& [k, v] : values) out.append(py::make_tuple(k, from_value(v)));
+  return out;
+}
+
+py::dict workers_columns(const std::vector<WorkerRow>& rows) {
+  py::dict d;
+  auto col = [&](const char* name, auto get) {
+    py::list l;
+    for (const auto& r : rows) l.append(get(r));
+    d[name] = l;
+  };
+  col("worker", [](const WorkerRow& r) { return r.slot.worker; });
+  col("model_pu", [](const WorkerRow& r) { return r.slot.model_pu; });
+  col("model_node", [](const WorkerRow& r) { return r.slot.model_node; });
+  col("host_pu", [](const WorkerRow& r) { return r.slot.host_pu; });
+  col("host_node", [](const WorkerRow& r) { return r.slot.host_node; });
+  col("cpu_used", [](const WorkerRow& r) { return r.cpu_used; });
+  col("bind_ok", [](const WorkerRow& r) { return r.bind_ok; });
+  col("bind_error", [](const WorkerRow& r) { return r.bind_error; });
+  col("ops", [](const WorkerRow& r) { return r.ops; });
+  col("elapsed_s", [](const WorkerRow& r) { return r.elapsed_s; });
+  col("lat_count", [](const WorkerRow& r) { return r.lat_count; });
+  col("lat_mean_ns", [](const WorkerRow& r) { return r.lat_mean_ns; });
+  col("lat_p50_ns", [](const WorkerRow& r) { return r.lat_p50_ns; });
+  col("lat_p99_ns", [](const WorkerRow& r) { return r.lat_p99_ns; });
+  col("lat_max_ns", [](const WorkerRow& r) { return r.lat_max_ns; });
+  std::vector<std::string> metric_names;  // union, in first-seen order
+  std::set<std::string> seen;
+  for (const auto& r : rows)
+    for (const auto& [k, v] : r.metrics)
+      if (seen.insert(k).second) metric_names.push_back(k);
+  for (const auto& name : metric_names) {
+    py::list l;
+    for (const auto& r : rows) {
+      py::object v = py::float_(std::numeric_limits<double>::quiet_NaN());
+      for (const auto& [k, x] : r.metrics)
+        if (k == name) v = py::float_(x);
+      l.append(v);
+    }
+    d[py::str(name)] = l;
+  }
+  return d;
+}
+
+py::dict lockstat_columns(const std::vector<LockStatRow>& rows) {
+  py::dict d;
+  auto col = [&](const char* name, auto get) {
+    py::list l;
+    for (const auto& r : rows) l.append(get(r));
+    d[name] = l;
+  };
+  col("class", [](const LockStatRow& r) { return r.cls; });
+  col("kind", [](const LockStatRow& r) { return r.kind; });
+  col("con_bounces", [](const LockStatRow& r) { return r.con_bounces; });
+  col("contentions", [](const LockStatRow& r) { return r.contentions; });
+  col("waittime_min_ns", [](const LockStatRow& r) { return r.wait_min_ns; });
+  col("waittime_max_ns", [](const LockStatRow& r) { return r.wait_max_ns; });
+  col("waittime_total_ns", [](const LockStatRow& r) { return r.wait_total_ns; });
+  col("waittime_avg_ns", [](const LockStatRow& r) { return r.wait_avg_ns; });
+  col("acq_bounces", [](const LockStatRow& r) { return r.acq_bounces; });
+  col("acquisitions", [](const LockStatRow& r) { return r.acquisitions; });
+  col("holdtime_min_ns", [](const LockStatRow& r) { return r.hold_min_ns; });
+  col("holdtime_max_ns", [](const LockStatRow& r) { return r.hold_max_ns; });
+  col("holdtime_total_ns", [](const LockStatRow& r) { return r.hold_total_ns; });
+  col("holdtime_avg_ns", [](const LockStatRow& r) { return r.hold_avg_ns; });
+  return d;
+}
+
+py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
+                const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
+                double timeout_s) {
+  std::map<std::string, Value> given;
+  for (const auto& [k, v] : params) {
+    const std::string name = py::str(k);
+    given[name] = to_value(name, v);
+  }
+  RunOptions opt;
+  opt.model = std::move(topology);
+  if (py::isinstance<py::str>(placement)) {
+    opt.placement = Placement::parse(placement.cast<std::string>());
+  } else {
+    opt.placement.policy = Placement::Policy::list;
+    try {
+      opt.placement.pus = placement.cast<std::vector<int>>();
+    } catch (const py::cast_error&) {
+      throw std::invalid_argument("placement: expected 'compact', 'scatter' or a list of model PUs, got " +
+                                  py::repr(placement).cast<std::string>());
+    }
+  }
+  opt.lockstat = lockstat;
+  for (const auto& [k, v] : locks) {
+    if (!py::isinstance<py::str>(v))
+      throw std::invalid_argument("locks['" + py::str(k).cast<std::string>() + "']: expected a lock kind name, got " +
+                                  py::repr(v).cast<std::string>());
+    opt.locks.set(py::str(k).cast<std::string>(), v.cast<std::string>());
+  }
+  opt.strict = strict;
+  if (seed < 0) throw std::invalid_argument("seed: " + std::to_string(seed) + " is negative (allowed: >= 0)");
+  opt.seed = uint64_t(seed);
+  if (!(timeout_s >= 0))
+    throw std::invalid_argument("timeout_s: " + std::to_string(timeout_s) + " (allowed: >= 0, 0 for no limit)");
+  opt.timeout_s = timeout_s;
+
+  // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
+  // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined.
+  PyObject *etype = nullptr, *evalue = nullptr, *etb = nullptr;
+  opt.poll = [&]() {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    PyErr_Fetch(&etype, &evalue, &etb);
+    return true;
+  };
+  RunResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = run(scenario, given, opt);
+  }
+  if (etype) {
+    PyErr_Restore(etype, evalue, etb);
+    throw py::error_already_set();
+  }
+  py::dict out;
+  out["scenario"] = r.scenario;
+  out["params"] = named(r.params);
+  out["workers"] = workers_columns(r.workers);
+  out["lockstat"] = lockstat_columns(r.lockstat);
+  out["lockstat_text"] = LockDomain::format(r.lockstat);
+  out["summary"] = named(r.summary);
+  out["provenance"] = named(r.provenance);
+  out["stopped"] = r.stopped;
+  out["stop_reason"] = r.stop_reason;
+  return out;
+}
+
+py::list scenarios_py() {
+  py::list out;
+  for (const auto& d : scenarios()) {
+    py::list params;
+    for (const auto& p : d.params) {
+      const char* type = p.type == ParamSpec::Type::boolean   ? "bool"
+                         : p.type == ParamSpec::Type::integer ? "int"
+                         : p.type == ParamSpec::Type::real    ? "float"
+                                                              : "choice";
+      py::dict pd;
+      pd["name"] = p.name;
+      pd["type"] = type;
+      pd["default"] = from_value(p.def);
+      pd["allowed"] = p.allowed();
+      pd["min"] = p.min;
+      pd["max"] = p.max;
+      pd["choices"] = p.choices;
+      pd["doc"] = p.doc;
+      params.append(pd);
+    }
+    py::dict sd;
+    sd["name"] = d.name;
+    sd["doc"] = d.doc;
+    sd["params"] = params;
+    out.append(sd);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "alloclab engine (C++20): topology, locks with lock_stat, allocator models, scenarios, runner";
+  m.attr("__version__") = version();
+
+  py::class_<Topology, std::shared_ptr<Topology>>(m, "Topology")
+      .def_static("host", [] { return std::const_pointer_cast<Topology>(Topology::host()); })
+      .def_static("synthetic",
+                  [](const std::string& s) { return std::const_pointer_cast<Topology>(Topology::synthetic(s)); })
+      .def_static("from_xml",
+                  [](const std::string& p) { return std::const_pointer_cast<Topology>(Topology::from_xml(p)); })
+      .def_property_readonly("nodes", &Topology::nr_nodes)
+      .def_property_readonly("pus", &Topology::nr_pus)
+      .def_property_readonly("cores", &Topology::nr_cores)
+      .def_property_readonly("description", &Topology::description)
+      .def_property_readonly("source",
+                             [](const Topology& t) {
+                               return t.source() == Topology::Source::host        ? "host"
+                                      : t.source() == Topology::Source::synthetic ? "synthetic"
+                                                                                  : "xml";
+                             })
+      .def("pus_of_node", &Topology::pus_of_node, py::arg("node"))
+      .def("node_of_pu", &Topology::node_of_pu, py::arg("pu"))
+      .def("synthetic_string", &Topology::synthetic_string)
+      .def("tree", &Topology::tree)
+      .def("__repr__", &Topology::tree);
+
+  m.def("run", &run_py, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
+        py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
+        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0);
+  m.def("scenarios", &scenarios_py);
+  m.def("lock_kinds", [] {
+    py::list l;
+    for (const auto& k : lock_kinds()) l.append(py::make_tuple(std::string(k.name), std::string(k.doc)));
+    return l;
+  });
+  m.def("lock_classes", [] {
+    py::list l;
+    for (const auto& c : lock_class_catalogue()) {
+      const char* nature = c.nature == LockNature::spinlock ? "spinlock"
+                           : c.nature == LockNature::mutex  ? "mutex"
+                                                            : "rwsem";
+      l.append(py::make_tuple(std::string(c.name), nature, std::string(to_string(LockConfig().kind_for(c.name))),
+                              std::string(c.where)));
+    }
+    return l;
+  });
+}

@@ -1,0 +1,90 @@
+// Scenario: the contract between an experiment and the runner.
+//
+// A scenario declares its parameters (ScenarioDef), builds its state for a topology (prepare, untimed, on the
+// controlling thread, so lock_stat does not count it), gives each worker its job (work, timed by the worker
+// itself) and checks its invariants after the run (finish), where it also writes its headline figures.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloclab/clock.hpp"
+#include "alloclab/histogram.hpp"
+#include "alloclab/lock_domain.hpp"
+#include "alloclab/params.hpp"
+#include "alloclab/result.hpp"
+#include "alloclab/rng.hpp"
+#include "alloclab/topology.hpp"
+
+namespace alloclab {
+
+struct RunEnv {
+  const Machine& machine;
+  LockDomain& locks;
+  const std::vector<Slot>& slots;
+  uint64_t seed;
+  bool oversubscribed;
+};
+
+// What a worker sees: its slot, its random stream, the stop flag, and where it records what it did.
+class WorkerCtx {
+ public:
+  WorkerCtx(const Slot& slot, uint64_t seed, const std::atomic<bool>& stop)
+      : slot(slot), rng(seed, uint64_t(slot.worker)), stop_(&stop) {}
+
+  const Slot slot;
+  Rng rng;
+
+  // Loops check this every iteration (one relaxed load) so Ctrl-C and timeouts end a run promptly.
+  bool stopped() const { return stop_->load(std::memory_order_relaxed); }
+  void add_ops(uint64_t n = 1) { ops_ += n; }
+  void record_latency_ns(uint64_t ns) { latency_.record(ns); }
+  // Ends the timed part early: what the worker does afterwards (freeing what it allocated) is not in elapsed_s.
+  void end_timed() { timed_end_ = clock_ticks(); }
+  void metric(const std::string& name, double value) { metrics_.emplace_back(name, value); }
+
+  uint64_t ops() const { return ops_; }
+  const LatencyHistogram& latency() const { return latency_; }
+  uint64_t timed_end() const { return timed_end_; }
+  std::vector<std::pair<std::string, double>>& metrics() { return metrics_; }
+
+ private:
+  const std::atomic<bool>* stop_;
+  uint64_t ops_ = 0;
+  uint64_t timed_end_ = 0;
+  LatencyHistogram latency_;
+  std::vector<std::pair<std::string, double>> metrics_;
+};
+
+class Scenario {
+ public:
+  virtual ~Scenario() = default;
+  virtual int nr_workers() const = 0;
+  // Where the workers run. Default: the run's placement policy over the model topology.
+  virtual std::vector<Slot> place(const Machine& m, const Placement& p) const { return m.place(nr_workers(), p); }
+  // The scenario's own lock kinds (lock_zoo's `lock`); the user's `locks=` entries win over them.
+  virtual void lock_defaults(LockConfig&) const {}
+  // Builds the state, untimed. May throw std::invalid_argument for parameters that do not fit the topology.
+  virtual void prepare(const RunEnv& env) = 0;
+  // One worker's job. Runs between the start barrier and the worker's own end time.
+  virtual void work(WorkerCtx& ctx) = 0;
+  // After all workers ended (or were stopped): check invariants (throw std::logic_error on a violation, which is a
+  // bug in the model) and append headline figures to r.summary.
+  virtual void finish(const RunEnv& env, RunResult& r) = 0;
+};
+
+struct ScenarioDef {
+  std::string name;
+  std::string doc;
+  std::vector<ParamSpec> params;
+  // Builds the scenario from validated parameters; throws std::invalid_argument for invalid combinations.
+  std::function<std::unique_ptr<Scenario>(const Params&)> make;
+};
+
+const std::vector<ScenarioDef>& scenarios();
+const ScenarioDef& find_scenario(const std::string& name);  // throws std::invalid_argument naming "scenario"
+
+}  // namespace alloclab

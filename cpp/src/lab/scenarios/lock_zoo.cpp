@@ -1,0 +1,125 @@
+// lock_zoo: the lock microbenchmark (libslock / LiTL style) on alloclab's own Lock.
+//
+// Each worker performs `iterations` acquisitions of one of `locks_n` locks (chosen with the worker's seeded
+// stream; with one lock every worker hammers the same one), holds it `hold_ns` (a calibrated busy-wait, while
+// incrementing the lock's protected counter) and thinks `think_ns` between acquisitions. Per worker: acquisitions,
+// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s,
+// fairness (Jain's index over the workers' throughputs, and max/min), wait and hold from lock_stat.
+// Invariant: the protected counters add up to threads x iterations (mutual exclusion held), checked after every run.
+#include <algorithm>
+#include <deque>
+#include <stdexcept>
+
+#include "alloclab/lock.hpp"
+#include "scenarios.hpp"
+
+namespace alloclab {
+
+namespace {
+
+struct alignas(64) Protected {
+  uint64_t counter = 0;  // only touched under its lock
+};
+
+class LockZoo final : public Scenario {
+ public:
+  explicit LockZoo(const Params& p)
+      : threads_(int(p.i("threads"))),
+        iterations_(uint64_t(p.i("iterations"))),
+        hold_ticks_(ns_to_ticks(uint64_t(p.i("hold_ns")))),
+        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        locks_n_(size_t(p.i("locks_n"))),
+        kind_(parse_lock_kind(p.s("lock"), "lock")) {}
+
+  int nr_workers() const override { return threads_; }
+  void lock_defaults(LockConfig& c) const override { c.set_default("lock_zoo", kind_); }
+
+  void prepare(const RunEnv& env) override {
+    for (size_t i = 0; i < locks_n_; ++i) locks_.emplace_back(env.locks, "lock_zoo");
+    data_.resize(locks_n_);
+  }
+
+  void work(WorkerCtx& ctx) override {
+    for (uint64_t i = 0; i < iterations_ && !ctx.stopped(); ++i) {
+      const size_t k = locks_n_ == 1 ? 0 : size_t(ctx.rng.below(locks_n_));
+      Lock& l = locks_[k];
+      LockToken t;
+      const uint64_t t0 = clock_ticks();
+      l.lock(t);
+      const uint64_t t1 = clock_ticks();
+      ++data_[k].counter;
+      spin_for_ticks(hold_ticks_);
+      l.unlock(t);
+      ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
+      ctx.add_ops();
+      spin_for_ticks(think_ticks_);
+    }
+  }
+
+  void finish(const RunEnv&, RunResult& r) override {
+    uint64_t total = 0, ops = 0;
+    for (const auto& d : data_) total += d.counter;
+    for (const auto& w : r.workers) ops += w.ops;
+    if (total != ops)
+      throw std::logic_error("lock_zoo: mutual exclusion violated: protected counters sum to " + std::to_string(total) +
+                             " but workers made " + std::to_string(ops) + " acquisitions");
+    double wall = 0, sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
+    for (const auto& w : r.workers) {
+      wall = std::max(wall, w.elapsed_s);
+      const double x = w.elapsed_s > 0 ? double(w.ops) / w.elapsed_s : 0.0;
+      sum += x;
+      sum_sq += x * x;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+    const double n = double(r.workers.size());
+    double wait = 0, hold = 0;
+    for (const auto& row : r.lockstat)
+      if (row.cls == "lock_zoo") {
+        wait = row.wait_total_ns;
+        hold = row.hold_total_ns;
+      }
+    r.summary.emplace_back("acquisitions", int64_t(ops));
+    r.summary.emplace_back("elapsed_s", wall);
+    r.summary.emplace_back("acquisitions_per_s", wall > 0 ? double(ops) / wall : 0.0);
+    r.summary.emplace_back("fairness_jain", sum_sq > 0 ? sum * sum / (n * sum_sq) : 1.0);
+    r.summary.emplace_back("fairness_max_min", lo > 0 ? hi / lo : 0.0);
+    r.summary.emplace_back("wait_total_ns", wait);
+    r.summary.emplace_back("hold_total_ns", hold);
+    r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : 0.0);
+  }
+
+ private:
+  int threads_;
+  uint64_t iterations_, hold_ticks_, think_ticks_;
+  size_t locks_n_;
+  LockKind kind_;
+  std::deque<Lock> locks_;
+  std::vector<Protected> data_;
+};
+
+std::vector<std::string> kind_names() {
+  std::vector<std::string> v;
+  for (const auto& k : lock_kinds()) v.emplace_back(k.name);
+  return v;
+}
+
+}  // namespace
+
+ScenarioDef lock_zoo_scenario() {
+  return {"lock_zoo",
+          "workers hammer one lock (or locks_n independent ones) of a chosen kind: throughput, fairness, "
+          "acquire latency, lock_stat",
+          {
+              threads_param(2),
+              ParamSpec::choice("lock", "mcs", kind_names(), "the lock kind (lock class 'lock_zoo')"),
+              ParamSpec::integer("iterations", 100000, 1, 1'000'000'000, "acquisitions per worker"),
+              ParamSpec::integer("hold_ns", 0, 0, 10'000'000, "critical-section length (calibrated busy-wait)"),
+              ParamSpec::integer("think_ns", 0, 0, 10'000'000, "work between acquisitions (calibrated busy-wait)"),
+              ParamSpec::integer("locks_n", 1, 1, 65536,
+                                 "independent locks; each acquisition picks one at random (seeded)"),
+          },
+          [](const Params& p) { return std::make_unique<LockZoo>(p); }};
+}
+
+}  // namespace alloclab

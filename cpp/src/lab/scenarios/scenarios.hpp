@@ -1,0 +1,13 @@
+// The scenario catalogue: one factory per scenario file. registry.cpp lists them; add a line there for a new one.
+#pragma once
+
+#include "alloclab/scenario.hpp"
+
+namespace alloclab {
+
+ScenarioDef lock_zoo_scenario();
+
+// Parameters every threaded scenario shares, declared once.
+ParamSpec threads_param(int64_t def, std::string doc = "worker threads (more than host PUs: oversubscribed)");
+
+}  // namespace alloclab

@@ -1,0 +1,92 @@
+// The lock-class catalogue and LockConfig (see lock_class.hpp).
+#include "alloclab/lock_class.hpp"
+
+#include <stdexcept>
+
+namespace alloclab {
+
+namespace {
+constexpr LockKindInfo kKinds[] = {
+    {LockKind::mutex, "mutex",
+     "sleeping mutex on a futex: spins briefly, then sleeps; woken waiters race (not FIFO), like the kernel's "
+     "mutex without its handoff"},
+    {LockKind::pthread, "pthread", "glibc pthread_mutex_t (default type): futex-based, what most user-space code uses"},
+    {LockKind::spin, "spin", "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap"},
+    {LockKind::ticket, "ticket", "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line"},
+    {LockKind::mcs, "mcs",
+     "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node; the default for "
+     "kernel spinlocks"},
+};
+
+constexpr LockClassDef kClasses[] = {
+    {"lock_zoo", LockNature::spinlock, "alloclab lock_zoo scenario: the lock(s) its workers hammer"},
+    {"zone->lock", LockNature::spinlock, "struct zone (mm/page_alloc.c): free_area lists"},
+    {"pcp->lock", LockNature::spinlock, "struct per_cpu_pages (mm/page_alloc.c): per-CPU page lists, trylock"},
+    {"pcpu_drain_mutex", LockNature::mutex, "mm/page_alloc.c: __drain_all_pages serialisation"},
+    {"cma_mutex", LockNature::mutex, "mm/cma.c before the per-area patch: one mutex for every area"},
+    {"cma->alloc_mutex", LockNature::mutex, "struct cma (mm/cma.h) after the per-area patch"},
+    {"cma->lock", LockNature::spinlock, "struct cma (mm/cma.h): the allocation bitmap"},
+    {"mapping->i_pages", LockNature::spinlock, "struct address_space: page-cache xarray lock (migration)"},
+    {"hugetlb_lock", LockNature::spinlock, "mm/hugetlb.c: hstate free lists and counters"},
+    {"padata_work_lock", LockNature::spinlock, "kernel/padata.c: padata_mt_job_state.lock, chunk hand-out"},
+    {"vmap_area_lock", LockNature::spinlock, "mm/vmalloc.c (v6.7): the busy vmap_area tree"},
+    {"free_vmap_area_lock", LockNature::spinlock, "mm/vmalloc.c: the free vmap_area tree"},
+    {"vn->busy.lock", LockNature::spinlock, "mm/vmalloc.c (v6.9+): per-vmap_node busy tree"},
+    {"vn->pool_lock", LockNature::spinlock, "mm/vmalloc.c (v6.9+): per-vmap_node size-class pools"},
+    {"vmap_purge_lock", LockNature::mutex, "mm/vmalloc.c: lazy-free purge"},
+    {"info->lock", LockNature::spinlock, "struct shmem_inode_info (mm/shmem.c): accounting, swap vector"},
+    {"mapping->tree_lock", LockNature::spinlock, "struct address_space (2.6.35): page-cache radix tree"},
+    {"lru_lock", LockNature::spinlock, "zone->lru_lock (2.6.35) / lruvec->lru_lock: LRU lists"},
+    {"mmap_sem", LockNature::rwsem, "mm_struct: taken for read on every fault"},
+};
+}  // namespace
+
+std::span<const LockKindInfo> lock_kinds() { return kKinds; }
+
+std::string_view to_string(LockKind k) {
+  for (const auto& i : kKinds)
+    if (i.kind == k) return i.name;
+  return "?";
+}
+
+LockKind parse_lock_kind(std::string_view name, std::string_view param) {
+  for (const auto& i : kKinds)
+    if (i.name == name) return i.kind;
+  std::string allowed;
+  for (const auto& i : kKinds) allowed += (allowed.empty() ? "" : ", ") + std::string(i.name);
+  throw std::invalid_argument(std::string(param) + ": unknown lock kind '" + std::string(name) +
+                              "' (allowed: " + allowed + ")");
+}
+
+std::span<const LockClassDef> lock_class_catalogue() { return kClasses; }
+
+const LockClassDef* find_lock_class(std::string_view name) {
+  for (const auto& c : kClasses)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+static const LockClassDef& require_class(std::string_view cls) {
+  if (const auto* c = find_lock_class(cls)) return *c;
+  std::string allowed;
+  for (const auto& c : kClasses) allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
+  throw std::invalid_argument("locks: unknown lock class '" + std::string(cls) + "' (known classes: " + allowed + ")");
+}
+
+void LockConfig::set(std::string_view cls, std::string_view kind) {
+  require_class(cls);
+  overrides_[std::string(cls)] = parse_lock_kind(kind, "locks['" + std::string(cls) + "']");
+}
+
+void LockConfig::set_default(std::string_view cls, LockKind kind) {
+  require_class(cls);
+  defaults_[std::string(cls)] = kind;
+}
+
+LockKind LockConfig::kind_for(std::string_view cls) const {
+  if (auto it = overrides_.find(cls); it != overrides_.end()) return it->second;
+  if (auto it = defaults_.find(cls); it != defaults_.end()) return it->second;
+  return require_class(cls).nature == LockNature::mutex ? LockKind::mutex : LockKind::mcs;
+}
+
+}  // namespace alloclab

@@ -1,0 +1,105 @@
+// LockDomain: lock classes of a run, per-worker lock_stat slots, merge and /proc/lock_stat text (see header).
+#include "alloclab/lock_domain.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "alloclab/clock.hpp"
+
+namespace alloclab {
+
+thread_local LockStatThread tls_lockstat;
+
+LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield)
+    : config_(config), lockstat_(lockstat), spin_yield_(spin_yield), nr_classes_(lock_class_catalogue().size()) {
+  for (const auto& c : lock_class_catalogue()) kinds_.push_back(config_.kind_for(c.name));
+  // One spare counter block (80 bytes) between workers: two workers never write the same cache line.
+  stride_ = nr_classes_ + 1;
+}
+
+LockClassId LockDomain::class_id(std::string_view cls) const {
+  const auto classes = lock_class_catalogue();
+  for (size_t i = 0; i < classes.size(); ++i)
+    if (classes[i].name == cls) return LockClassId(i);
+  throw std::invalid_argument("lock class '" + std::string(cls) + "' is not in the lock-class catalogue");
+}
+
+void LockDomain::reset_stats(int nr_workers) { slots_.assign(size_t(nr_workers) * stride_, LockStatCounters{}); }
+
+void LockDomain::attach(int worker, int cpu) {
+  tls_lockstat = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
+  if (slots_.empty()) tls_lockstat.domain = nullptr;  // no stats allocated: count nothing
+}
+
+void LockDomain::detach() { tls_lockstat = {}; }
+
+std::vector<LockStatRow> LockDomain::rows() const {
+  std::vector<LockStatRow> out;
+  const size_t workers = stride_ ? slots_.size() / stride_ : 0;
+  const double ns = clock_calibration().ns_per_tick;
+  for (size_t cls = 0; cls < nr_classes_; ++cls) {
+    LockStatCounters m;
+    for (size_t w = 0; w < workers; ++w) {
+      const LockStatCounters& c = slots_[w * stride_ + cls];
+      m.con_bounces += c.con_bounces;
+      m.contentions += c.contentions;
+      m.wait_min = std::min(m.wait_min, c.wait_min);
+      m.wait_max = std::max(m.wait_max, c.wait_max);
+      m.wait_total += c.wait_total;
+      m.acq_bounces += c.acq_bounces;
+      m.acquisitions += c.acquisitions;
+      m.hold_min = std::min(m.hold_min, c.hold_min);
+      m.hold_max = std::max(m.hold_max, c.hold_max);
+      m.hold_total += c.hold_total;
+    }
+    if (m.acquisitions == 0) continue;
+    LockStatRow r;
+    r.cls = std::string(lock_class_catalogue()[cls].name);
+    r.kind = std::string(to_string(kinds_[cls]));
+    r.con_bounces = m.con_bounces;
+    r.contentions = m.contentions;
+    r.wait_min_ns = m.contentions ? double(m.wait_min) * ns : 0.0;
+    r.wait_max_ns = double(m.wait_max) * ns;
+    r.wait_total_ns = double(m.wait_total) * ns;
+    r.wait_avg_ns = m.contentions ? r.wait_total_ns / double(m.contentions) : 0.0;
+    r.acq_bounces = m.acq_bounces;
+    r.acquisitions = m.acquisitions;
+    r.hold_min_ns = double(m.hold_min) * ns;
+    r.hold_max_ns = double(m.hold_max) * ns;
+    r.hold_total_ns = double(m.hold_total) * ns;
+    r.hold_avg_ns = r.hold_total_ns / double(m.acquisitions);
+    out.push_back(std::move(r));
+  }
+  // lock_stat sorts by contentions, most contended first.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const LockStatRow& a, const LockStatRow& b) { return a.contentions > b.contentions; });
+  return out;
+}
+
+std::string LockDomain::format(const std::vector<LockStatRow>& rows) {
+  // kernel/locking/lockdep_proc.c: seq_header / seq_stats / seq_time (microseconds, two decimals).
+  std::string s;
+  char buf[512];
+  const std::string dashes(40 + 12 * 15, '-');
+  s += "lock_stat version 0.4\n" + dashes + "\n";
+  std::snprintf(buf, sizeof buf, "%40s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s\n", "class name",
+                "con-bounces", "contentions", "waittime-min", "waittime-max", "waittime-total", "waittime-avg",
+                "acq-bounces", "acquisitions", "holdtime-min", "holdtime-max", "holdtime-total", "holdtime-avg");
+  s += buf + dashes + "\n";
+  for (const auto& r : rows) {
+    const auto us = [](double ns) { return ns / 1000.0; };
+    std::snprintf(buf, sizeof buf,
+                  "\n%40s %14llu %14llu %14.2f %14.2f %14.2f %14.2f %14llu %14llu %14.2f %14.2f %14.2f %14.2f\n",
+                  ("&" + r.cls + ":").c_str(), (unsigned long long)r.con_bounces, (unsigned long long)r.contentions,
+                  us(r.wait_min_ns), us(r.wait_max_ns), us(r.wait_total_ns), us(r.wait_avg_ns),
+                  (unsigned long long)r.acq_bounces, (unsigned long long)r.acquisitions, us(r.hold_min_ns),
+                  us(r.hold_max_ns), us(r.hold_total_ns), us(r.hold_avg_ns));
+    s += buf;
+    const size_t name = r.cls.size() + 1;  // "&class", underlined as the kernel does
+    s += std::string(name < 39 ? 39 - name : 0, ' ') + std::string(name, '-') + "\n";
+  }
+  return s;
+}
+
+}  // namespace alloclab

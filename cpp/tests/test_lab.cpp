@@ -1,0 +1,172 @@
+// The lab layer: parameter validation, the latency histogram, the runner (barrier, stop, errors), lock_zoo.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <atomic>
+#include <thread>
+
+#include "alloclab/histogram.hpp"
+#include "alloclab/runner.hpp"
+#include "alloclab/scenario.hpp"
+
+using namespace alloclab;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int threads_of_process() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(Params, ValidationNamesParameterValueAndRange) {
+  const std::vector<ParamSpec> specs = {
+      ParamSpec::integer("threads", 2, 1, 64, "workers"), ParamSpec::real("fill", 1.0, 0.0, 1.0, "fill ratio"),
+      ParamSpec::choice("check", "in_lock", {"in_lock", "off"}, "check"), ParamSpec::boolean("real", false, "backing")};
+  const Params p = Params::resolve(specs, {{"fill", int64_t(0)}}, "demo");
+  EXPECT_EQ(p.i("threads"), 2);
+  EXPECT_EQ(p.f("fill"), 0.0);
+  EXPECT_EQ(p.s("check"), "in_lock");
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"threads", int64_t(0)}}, "demo");
+            }),
+            "threads: value out of range: 0 (allowed: 1..64)");
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"threads", 2.5}}, "demo");
+            }),
+            "threads: expected an integer, got 2.5 (allowed: 1..64)");
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"threads", true}}, "demo");
+            }),
+            "threads: expected an integer, got True (allowed: 1..64)");
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"check", std::string("later")}}, "demo");
+            }),
+            "check: invalid value 'later' (allowed: one of 'in_lock', 'off')");
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"thread", int64_t(1)}}, "demo");
+            }),
+            "thread: unknown parameter of scenario 'demo' (parameters: threads, fill, check, real)");
+}
+
+TEST(Histogram, PercentilesWithinBucketPrecision) {
+  LatencyHistogram h;
+  for (uint64_t v = 1; v <= 100000; ++v) h.record(v);
+  EXPECT_EQ(h.count(), 100000u);
+  EXPECT_EQ(h.max(), 100000u);
+  EXPECT_EQ(h.min(), 1u);
+  EXPECT_DOUBLE_EQ(h.mean(), 50000.5);
+  EXPECT_NEAR(h.percentile(0.5), 50000, 50000 * 0.016);
+  EXPECT_NEAR(h.percentile(0.99), 99000, 99000 * 0.016);
+  EXPECT_EQ(h.percentile(1.0), 100000);
+  LatencyHistogram small;
+  for (uint64_t v : {3, 3, 7}) small.record(v);
+  EXPECT_EQ(small.percentile(0.5), 3);  // exact below 64
+  EXPECT_EQ(LatencyHistogram().percentile(0.5), 0);
+}
+
+// A scenario whose workers loop until stopped, or throw.
+class Forever final : public Scenario {
+ public:
+  explicit Forever(int n, int thrower) : n_(n), thrower_(thrower) {}
+  int nr_workers() const override { return n_; }
+  void prepare(const RunEnv&) override {}
+  void work(WorkerCtx& ctx) override {
+    if (ctx.slot.worker == thrower_) throw std::runtime_error("worker " + std::to_string(thrower_) + " failed");
+    while (!ctx.stopped()) {
+      ctx.add_ops();
+      std::this_thread::yield();
+    }
+  }
+  void finish(const RunEnv&, RunResult& r) override { r.summary.emplace_back("finished", true); }
+
+ private:
+  int n_, thrower_;
+};
+
+TEST(Runner, PollStopsTheRunAndJoinsEveryThread) {
+  const int before = threads_of_process();
+  Forever sc(3, -1);
+  RunOptions opt;
+  int polls = 0;
+  opt.poll = [&] { return ++polls == 2; };
+  const RunResult r = run_scenario(sc, "forever", Params(), opt);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_reason, "interrupted");
+  EXPECT_EQ(polls, 2);
+  ASSERT_EQ(r.workers.size(), 3u);
+  for (const auto& w : r.workers) EXPECT_GT(w.ops, 0u);
+  EXPECT_EQ(threads_of_process(), before);
+}
+
+TEST(Runner, TimeoutStopsTheRun) {
+  Forever sc(2, -1);
+  RunOptions opt;
+  opt.timeout_s = 0.05;
+  const RunResult r = run_scenario(sc, "forever", Params(), opt);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_reason.rfind("timeout", 0), 0u);
+}
+
+TEST(Runner, WorkerExceptionComesBackWithItsMessage) {
+  const int before = threads_of_process();
+  Forever sc(4, 2);
+  try {
+    run_scenario(sc, "forever", Params(), RunOptions());
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "worker 2 failed");
+  }
+  EXPECT_EQ(threads_of_process(), before);
+}
+
+TEST(Runner, LockZooCountsExactlyAndRecordsProvenance) {
+  RunOptions opt;
+  opt.model = Topology::synthetic("node:2 core:2 pu:1");
+  opt.placement = Placement::parse("scatter");
+  opt.seed = 7;
+  const RunResult r = run("lock_zoo",
+                          {{"threads", int64_t(3)},
+                           {"iterations", int64_t(5000)},
+                           {"lock", std::string("ticket")},
+                           {"locks_n", int64_t(3)}},
+                          opt);
+  ASSERT_EQ(r.workers.size(), 3u);
+  uint64_t ops = 0;
+  for (const auto& w : r.workers) {
+    EXPECT_EQ(w.ops, 5000u);
+    EXPECT_EQ(w.lat_count, 5000u);
+    ops += w.ops;
+  }
+  EXPECT_EQ(r.workers[1].slot.model_node, 1);  // scatter
+  ASSERT_EQ(r.lockstat.size(), 1u);
+  EXPECT_EQ(r.lockstat[0].acquisitions, ops);
+  EXPECT_EQ(r.lockstat[0].kind, "ticket");
+  auto prov = [&](const std::string& k) {
+    for (const auto& [name, v] : r.provenance)
+      if (name == k) return v;
+    return Value(std::string("<missing>"));
+  };
+  EXPECT_EQ(std::get<int64_t>(prov("seed")), 7);
+  EXPECT_EQ(std::get<std::string>(prov("placement")), "scatter");
+  EXPECT_EQ(std::get<int64_t>(prov("model_nodes")), 2);
+  EXPECT_EQ(std::get<bool>(prov("oversubscribed")), 3 > Topology::host()->nr_pus());
+}
+
+TEST(Runner, UnknownScenarioIsAnError) {
+  EXPECT_EQ(error_of([] { run("lock_zo", {}, RunOptions()); }).rfind("scenario: unknown scenario 'lock_zo'", 0), 0u);
+}
+
+}  // namespace

@@ -1,0 +1,240 @@
+// Locks: mutual exclusion of every kind, FIFO hand-off of ticket and MCS, trylock, lock_stat arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "alloclab/clock.hpp"
+#include "alloclab/lock.hpp"
+
+using namespace alloclab;
+
+namespace {
+
+const LockKind kAllKinds[] = {LockKind::mutex, LockKind::pthread, LockKind::spin, LockKind::ticket, LockKind::mcs};
+
+LockConfig config_for(LockKind k) {
+  LockConfig c;
+  c.set("lock_zoo", std::string(to_string(k)));
+  return c;
+}
+
+bool oversubscribed(int threads) { return unsigned(threads) > std::thread::hardware_concurrency(); }
+
+struct KindThreads : ::testing::TestWithParam<std::tuple<LockKind, int>> {};
+
+TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
+  const auto [kind, threads] = GetParam();
+  constexpr uint64_t kIters = 20000;
+  LockDomain dom(config_for(kind), /*lockstat=*/true, oversubscribed(threads));
+  dom.reset_stats(threads);
+  Lock lock(dom, "lock_zoo");
+  ASSERT_EQ(lock.kind(), kind);
+  uint64_t counter = 0;  // deliberately not atomic: only the lock protects it
+  std::vector<std::thread> ts;
+  for (int w = 0; w < threads; ++w)
+    ts.emplace_back([&, w] {
+      dom.attach(w, w);
+      for (uint64_t i = 0; i < kIters; ++i) {
+        LockGuard g(lock);
+        counter = counter + 1;
+      }
+      LockDomain::detach();
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(counter, kIters * uint64_t(threads));
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].cls, "lock_zoo");
+  EXPECT_EQ(rows[0].kind, to_string(kind));
+  EXPECT_EQ(rows[0].acquisitions, kIters * uint64_t(threads));
+  EXPECT_LE(rows[0].contentions, rows[0].acquisitions);
+  EXPECT_LE(rows[0].con_bounces, rows[0].contentions);
+  EXPECT_LE(rows[0].acq_bounces, rows[0].acquisitions);
+  if (threads == 1) {
+    EXPECT_EQ(rows[0].contentions, 0u);
+    EXPECT_EQ(rows[0].acq_bounces, 1u);  // the first acquisition moves the lock from "no CPU" to CPU 0
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, KindThreads,
+                         ::testing::Combine(::testing::ValuesIn(kAllKinds), ::testing::Values(1, 2, 4, 8)),
+                         [](const auto& info) {
+                           return std::string(to_string(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "threads";
+                         });
+
+struct Fifo : ::testing::TestWithParam<LockKind> {};
+
+// Waiters queue in a known order while the main thread holds the lock; FIFO locks must hand over in that order.
+TEST_P(Fifo, HandOffFollowsArrivalOrder) {
+  constexpr int kWaiters = 6;
+  LockDomain dom(config_for(GetParam()), false, true /* yield: more threads than CPUs */);
+  Lock lock(dom, "lock_zoo");
+  std::vector<int> order;
+  LockToken main_token;
+  lock.lock(main_token);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kWaiters; ++i) {
+    ts.emplace_back([&, i] {
+      LockGuard g(lock);
+      order.push_back(i);
+    });
+    while (lock.queued() != uint32_t(i + 1)) std::this_thread::yield();  // waiter i is now in the queue
+  }
+  lock.unlock(main_token);
+  for (auto& t : ts) t.join();
+  std::vector<int> expected(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) expected[size_t(i)] = i;
+  EXPECT_EQ(order, expected);
+  EXPECT_EQ(lock.queued(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(FifoKinds, Fifo, ::testing::Values(LockKind::ticket, LockKind::mcs),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+struct EveryKind : ::testing::TestWithParam<LockKind> {};
+
+TEST_P(EveryKind, TrylockFailsWhileHeldAndCountsNothing) {
+  LockDomain dom(config_for(GetParam()), true, false);
+  dom.reset_stats(2);
+  Lock lock(dom, "lock_zoo");
+  LockToken a;
+  dom.attach(0, 0);
+  lock.lock(a);
+  bool other_got_it = true;
+  std::thread([&] {
+    dom.attach(1, 1);
+    LockToken b;
+    other_got_it = lock.trylock(b);
+    if (other_got_it) lock.unlock(b);
+    LockDomain::detach();
+  }).join();
+  EXPECT_FALSE(other_got_it);
+  lock.unlock(a);
+  LockToken c;
+  ASSERT_TRUE(lock.trylock(c));
+  lock.unlock(c);
+  LockDomain::detach();
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, 2u);  // lock + successful trylock; the failed trylock is not counted
+  EXPECT_EQ(rows[0].contentions, 0u);
+}
+
+TEST_P(EveryKind, HoldTimeCoversTheInjectedHold) {
+  constexpr uint64_t kHoldNs = 2000;
+  constexpr int kAcq = 200;
+  LockDomain dom(config_for(GetParam()), true, false);
+  dom.reset_stats(1);
+  Lock lock(dom, "lock_zoo");
+  dom.attach(0, 0);
+  const uint64_t hold_ticks = ns_to_ticks(kHoldNs);
+  for (int i = 0; i < kAcq; ++i) {
+    LockGuard g(lock);
+    spin_for_ticks(hold_ticks);
+  }
+  LockDomain::detach();
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  const double injected_ns = ticks_to_ns(hold_ticks);
+  EXPECT_GE(rows[0].hold_total_ns, kAcq * injected_ns);
+  EXPECT_GE(rows[0].hold_min_ns, injected_ns);
+  EXPECT_GE(rows[0].hold_max_ns, rows[0].hold_min_ns);
+  EXPECT_NEAR(rows[0].hold_avg_ns, rows[0].hold_total_ns / kAcq, 1e-6 * rows[0].hold_total_ns);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, EveryKind, ::testing::ValuesIn(kAllKinds),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
+  LockDomain dom(config_for(LockKind::ticket), true, true);
+  dom.reset_stats(2);
+  Lock lock(dom, "lock_zoo");
+  dom.attach(0, 0);
+  LockToken held;
+  lock.lock(held);
+  std::thread waiter([&] {
+    dom.attach(1, 1);
+    LockGuard g(lock);  // queues behind the holder: exactly one contention, on another CPU
+    LockDomain::detach();
+  });
+  while (lock.queued() != 1) std::this_thread::yield();
+  spin_for_ns(100000);
+  lock.unlock(held);
+  waiter.join();
+  LockDomain::detach();
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, 2u);
+  EXPECT_EQ(rows[0].contentions, 1u);
+  EXPECT_EQ(rows[0].con_bounces, 1u);
+  EXPECT_EQ(rows[0].acq_bounces, 2u);  // none -> CPU 0 -> CPU 1
+  EXPECT_GE(rows[0].wait_min_ns, 0.0);
+  EXPECT_EQ(rows[0].wait_min_ns, rows[0].wait_max_ns);  // one sample
+  EXPECT_DOUBLE_EQ(rows[0].wait_avg_ns, rows[0].wait_total_ns);
+}
+
+TEST(LockStat, OffCountsNothingAndUnattachedThreadsCountNothing) {
+  LockDomain off(config_for(LockKind::spin), false, false);
+  off.reset_stats(1);
+  Lock a(off, "lock_zoo");
+  off.attach(0, 0);
+  for (int i = 0; i < 10; ++i) LockGuard g(a);
+  LockDomain::detach();
+  EXPECT_TRUE(off.rows().empty());
+
+  LockDomain on(config_for(LockKind::spin), true, false);
+  on.reset_stats(1);
+  Lock b(on, "lock_zoo");
+  for (int i = 0; i < 10; ++i) LockGuard g(b);  // controlling thread, not attached: set-up is not counted
+  EXPECT_TRUE(on.rows().empty());
+}
+
+TEST(LockStat, TextFormatFollowsProcLockStat) {
+  LockDomain dom(config_for(LockKind::mcs), true, false);
+  dom.reset_stats(1);
+  Lock l(dom, "zone->lock");
+  dom.attach(0, 0);
+  for (int i = 0; i < 3; ++i) LockGuard g(l);
+  LockDomain::detach();
+  const std::string text = LockDomain::format(dom.rows());
+  EXPECT_EQ(text.rfind("lock_stat version 0.4\n", 0), 0u);
+  EXPECT_NE(text.find("class name    con-bounces    contentions   waittime-min"), std::string::npos);
+  EXPECT_NE(text.find("&zone->lock:"), std::string::npos);
+  // "%40s" right-aligns "&zone->lock:"; the underline sits under "&zone->lock".
+  EXPECT_NE(text.find("\n" + std::string(28, ' ') + "&zone->lock:"), std::string::npos);
+  EXPECT_NE(text.find("\n" + std::string(28, ' ') + std::string(11, '-') + "\n"), std::string::npos);
+}
+
+TEST(LockConfig, DefaultsFollowTheKernelNatureAndOverridesWin) {
+  LockConfig c;
+  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::mcs);
+  EXPECT_EQ(c.kind_for("cma_mutex"), LockKind::mutex);
+  c.set_default("zone->lock", LockKind::spin);
+  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::spin);
+  c.set("zone->lock", "ticket");
+  c.set_default("zone->lock", LockKind::pthread);
+  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::ticket);
+}
+
+TEST(LockConfig, UnknownClassOrKindNamesTheProblem) {
+  LockConfig c;
+  try {
+    c.set("zone->lok", "mcs");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown lock class 'zone->lok'"), std::string::npos);
+  }
+  try {
+    c.set("zone->lock", "rcu");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("locks['zone->lock']: unknown lock kind 'rcu'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("mcs"), std::string::npos);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,44 @@
+"""What the engine offers: scenarios with their parameters, lock kinds, lock classes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import _core
+
+__all__ = ["lock_classes", "lock_kinds", "scenarios"]
+
+
+def scenarios() -> pd.DataFrame:
+    """Every scenario and each of its parameters.
+
+    Returns:
+        A DataFrame with one row per (scenario, parameter): ``scenario, parameter, type, default, allowed, doc``
+        and the scenario's own description in ``scenario_doc``. Options common to every run (topology,
+        placement, lockstat, locks, strict, seed, timeout_s) are documented on :func:`alloclab.run`.
+    """
+    rows = []
+    for s in _core.scenarios():
+        for p in s["params"]:
+            rows.append(
+                {
+                    "scenario": s["name"],
+                    "parameter": p["name"],
+                    "type": p["type"],
+                    "default": p["default"],
+                    "allowed": p["allowed"],
+                    "doc": p["doc"],
+                    "scenario_doc": s["doc"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def lock_kinds() -> pd.DataFrame:
+    """The lock primitives a lock class can use (``kind`` and what it does)."""
+    return pd.DataFrame(_core.lock_kinds(), columns=["kind", "doc"])
+
+
+def lock_classes() -> pd.DataFrame:
+    """The lock classes of the models: ``class``, kernel ``nature``, ``default_kind``, and ``where`` it lives."""
+    return pd.DataFrame(_core.lock_classes(), columns=["class", "nature", "default_kind", "where"])

@@ -1,0 +1,94 @@
+"""Model and host topologies (hwloc): :class:`Topology`."""
+
+from __future__ import annotations
+
+import os
+
+from . import _core
+
+__all__ = ["Topology"]
+
+
+class Topology:
+    """A machine as an experiment sees it: the host, a synthetic description, or an hwloc XML file.
+
+    Model PU ``p`` runs on host PU ``p % host.pus`` and model node ``n`` keeps its memory on host node
+    ``n % host.nodes``. Build one with :meth:`host`, :meth:`synthetic` or :meth:`from_xml`.
+    """
+
+    def __init__(self, core: _core.Topology):
+        self._core = core
+
+    @classmethod
+    def host(cls) -> Topology:
+        """The machine this process runs on."""
+        return cls(_core.Topology.host())
+
+    @classmethod
+    def synthetic(cls, description: str) -> Topology:
+        """A synthetic machine in hwloc's syntax.
+
+        Args:
+            description: e.g. ``"node:4 core:2 pu:1"`` (4 NUMA nodes of 2 single-threaded cores).
+
+        Raises:
+            ValueError: the description is malformed or describes more than 4096 PUs.
+        """
+        if not isinstance(description, str):
+            raise ValueError(f"topology: expected a synthetic description string, got {description!r}")
+        return cls(_core.Topology.synthetic(description))
+
+    @classmethod
+    def from_xml(cls, path: str | os.PathLike) -> Topology:
+        """A machine exported by ``lstopo file.xml`` on another host.
+
+        Args:
+            path: the XML file.
+
+        Raises:
+            ValueError: the file cannot be read as an hwloc topology.
+        """
+        return cls(_core.Topology.from_xml(os.fspath(path)))
+
+    @property
+    def nodes(self) -> int:
+        """Number of NUMA nodes."""
+        return self._core.nodes
+
+    @property
+    def pus(self) -> int:
+        """Number of processing units (hardware threads)."""
+        return self._core.pus
+
+    @property
+    def cores(self) -> int:
+        """Number of cores."""
+        return self._core.cores
+
+    @property
+    def source(self) -> str:
+        """``"host"``, ``"synthetic"`` or ``"xml"``."""
+        return self._core.source
+
+    @property
+    def description(self) -> str:
+        """``"host"``, the synthetic string, or the XML path."""
+        return self._core.description
+
+    def pus_of_node(self, node: int) -> list[int]:
+        """Logical indices of the PUs of NUMA node ``node``.
+
+        Args:
+            node: a node index, ``0 <= node < nodes``.
+
+        Raises:
+            ValueError: no such node.
+        """
+        return list(self._core.pus_of_node(node))
+
+    def node_of_pu(self, pu: int) -> int:
+        """The NUMA node of PU ``pu`` (a logical index, ``0 <= pu < pus``)."""
+        return self._core.node_of_pu(pu)
+
+    def __repr__(self) -> str:
+        return self._core.tree()

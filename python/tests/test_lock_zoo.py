@@ -1,0 +1,137 @@
+"""lock_zoo end to end: exact lock_stat counts for every kind, result tables, bad input."""
+
+import _thread
+import os
+import threading
+
+import pytest
+
+import alloclab as al
+
+KINDS = list(al.lock_kinds().kind)
+LOCKSTAT_COLUMNS = [
+    "class",
+    "con_bounces",
+    "contentions",
+    "waittime_min_ns",
+    "waittime_max_ns",
+    "waittime_total_ns",
+    "waittime_avg_ns",
+    "acq_bounces",
+    "acquisitions",
+    "holdtime_min_ns",
+    "holdtime_max_ns",
+    "holdtime_total_ns",
+    "holdtime_avg_ns",
+]
+
+
+def test_every_kind_is_offered():
+    assert set(KINDS) >= {"mutex", "spin", "ticket", "mcs"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_acquisitions_are_exact(kind, threads):
+    topo = al.Topology.synthetic("node:2 core:2 pu:1")
+    r = al.run("lock_zoo", topology=topo, threads=threads, lock=kind, iterations=3000, hold_ns=50)
+    row = r.lockstat.set_index("class").loc["lock_zoo"]
+    assert row.acquisitions == threads * 3000
+    assert row.kind == kind
+    assert 0 <= row.contentions <= row.acquisitions
+    assert row.con_bounces <= row.contentions
+    assert row.holdtime_total_ns >= row.acquisitions * 40  # each hold spins >= hold_ns (tick rounding aside)
+    assert list(r.workers.ops) == [3000] * threads
+    assert r.summary["acquisitions"] == threads * 3000
+
+
+def test_several_locks_split_the_acquisitions():
+    r = al.run("lock_zoo", threads=2, locks_n=8, iterations=2000, seed=3)
+    assert r.lockstat.set_index("class").loc["lock_zoo"].acquisitions == 4000
+    assert r.params["locks_n"] == 8
+    assert r.provenance["seed"] == 3
+
+
+def test_tables_have_the_promised_columns():
+    r = al.run("lock_zoo", threads=2, iterations=500)
+    for col in ["worker", "model_pu", "model_node", "host_pu", "bind_ok", "ops", "elapsed_s"]:
+        assert col in r.workers.columns
+    for col in ["lat_p50_ns", "lat_p99_ns", "lat_max_ns"]:
+        assert (r.workers[col] > 0).all()
+    assert list(r.lockstat.columns[:1]) == ["class"]
+    assert all(c in r.lockstat.columns for c in LOCKSTAT_COLUMNS)
+    for key in ["acquisitions_per_s", "fairness_jain", "fairness_max_min"]:
+        assert key in r.summary.index
+    assert 0 < r.summary["fairness_jain"] <= 1.0 + 1e-12
+    text = r.lockstat_text()
+    assert text.startswith("lock_stat version 0.4\n")
+    assert "&lock_zoo:" in text
+    assert {"model_topology", "host_topology", "placement", "lock_kinds", "clock", "alloclab_version"} <= set(
+        r.provenance
+    )
+
+
+def test_lockstat_off_has_no_rows():
+    r = al.run("lock_zoo", threads=2, iterations=500, lockstat=False)
+    assert r.lockstat.empty
+    assert r.summary["acquisitions"] == 1000
+
+
+def test_locks_override_sets_the_kind_and_wins_over_the_scenario_default():
+    r = al.run("lock_zoo", threads=1, iterations=10, lock="spin", locks={"lock_zoo": "ticket"})
+    assert r.lockstat.kind.iloc[0] == "ticket"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(threads=0), r"^threads: value out of range: 0 \(allowed: 1\.\.1024\)"),
+        (dict(lock="rcu"), r"^lock: invalid value 'rcu' \(allowed: one of 'mutex'"),
+        (dict(hold_ns=-1), r"^hold_ns: value out of range: -1"),
+        (dict(iterations=1.5), r"^iterations: expected an integer"),
+        (dict(threads=True), r"^threads: expected an integer, got True"),
+        (dict(thread=2), r"^thread: unknown parameter of scenario 'lock_zoo'"),
+        (dict(locks={"zone->lok": "mcs"}), r"^locks: unknown lock class 'zone->lok'"),
+        (dict(locks={"zone->lock": "rcu"}), r"^locks\['zone->lock'\]: unknown lock kind 'rcu'"),
+        (dict(seed=-1), r"^seed: -1 is negative"),
+    ],
+)
+def test_bad_input_names_the_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        al.run("lock_zoo", **{"iterations": 10, **kwargs})
+
+
+def test_unknown_scenario():
+    with pytest.raises(ValueError, match="scenario: unknown scenario 'lock_zo'"):
+        al.run("lock_zo")
+
+
+def test_scenarios_document_every_parameter():
+    s = al.scenarios()
+    zoo = s[s.scenario == "lock_zoo"].set_index("parameter")
+    assert set(zoo.index) == {"threads", "lock", "iterations", "hold_ns", "think_ns", "locks_n"}
+    assert (zoo.doc.str.len() > 0).all()
+    assert zoo.loc["threads", "allowed"] == "1..1024"
+    assert zoo.loc["iterations", "default"] == 100000
+
+
+def _task_count():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_timeout_stops_the_run_and_keeps_counts_consistent():
+    before = _task_count()
+    r = al.run("lock_zoo", threads=2, iterations=10**9, timeout_s=0.2)
+    assert r.stopped and r.stop_reason.startswith("timeout")
+    assert r.lockstat.acquisitions.iloc[0] == r.workers.ops.sum() == r.summary["acquisitions"]
+    assert _task_count() == before
+
+
+def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_thread():
+    before = _task_count()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        al.run("lock_zoo", threads=2, iterations=10**9)
+    timer.join()
+    assert _task_count() == before
