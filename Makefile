@@ -24,7 +24,7 @@ QUIET_PIP := 2>&1 | { grep -v '^WARNING: Location' || true; }  # this machine's 
 .PHONY: run test bench lint format install cpp sysdeps clean test-cpp test-py
 
 run: install
-	$(VPY) -c 'import alloclab as al; r = al.run("lock_zoo"); print(r); print(r.lockstat_text())'
+	$(VENV)/bin/alloclab reproduce all --quick
 
 test: install cpp lint test-cpp test-py
 

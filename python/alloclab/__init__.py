@@ -2,12 +2,32 @@
 
 A C++20 engine models the kernel's allocator paths on pinned threads, with switchable lock granularity and
 primitives and ``/proc/lock_stat``-style statistics. Start with :func:`scenarios`, :func:`run` and
-:class:`Topology`.
+:class:`Topology`; walk a grid with :func:`sweep`, keep it with :mod:`alloclab.results`, compare variants with
+:mod:`alloclab.stats` and draw it with :mod:`alloclab.plot`. ``ALLOCLAB_QUICK=1`` (see :func:`quick`) shrinks
+the sizes of notebooks, studies and experiment scripts.
 """
 
+from . import config, plot, results, stats
 from ._catalogue import lock_classes, lock_kinds, scenarios
 from ._core import __version__
 from ._run import RunResult, run
+from .config import quick
+from .sweep import SweepResult, sweep
 from .topology import Topology
 
-__all__ = ["RunResult", "Topology", "__version__", "lock_classes", "lock_kinds", "run", "scenarios"]
+__all__ = [
+    "RunResult",
+    "SweepResult",
+    "Topology",
+    "__version__",
+    "config",
+    "lock_classes",
+    "lock_kinds",
+    "plot",
+    "quick",
+    "results",
+    "run",
+    "scenarios",
+    "stats",
+    "sweep",
+]

@@ -1,0 +1,407 @@
+"""The ``alloclab`` command line.
+
+::
+
+    alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
+    alloclab scenarios [SCENARIO]
+    alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR]
+    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR] [--topology T] [--lock CLASS=KIND]
+    alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
+
+``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
+of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
+In ``sweep``, a comma makes an axis of the grid (``threads=1,2,4``); a single value is a fixed parameter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["main", "parse_assignments", "parse_value"]
+
+_RUN_OPTION_TYPES: dict[str, type] = {
+    "seed": int,
+    "timeout_s": float,
+    "lockstat": bool,
+    "strict": bool,
+    "placement": str,
+    "topology": str,
+}
+_TRUE = {"true", "yes", "on"}
+_FALSE = {"false", "no", "off"}
+
+
+def parse_value(text: str, kind: str | type | None = None) -> Any:
+    """Convert one command-line value.
+
+    Args:
+        text: the value as typed.
+        kind: the declared type: ``"int"``, ``"float"``, ``"bool"``, ``"choice"``/``"str"`` (or the Python type);
+            ``None`` guesses: bool words (``true/false/yes/no/on/off``), then int (``1_000``, ``0x10`` too), then
+            float (``1e6``), else the string.
+
+    Raises:
+        ValueError: the text does not fit the declared type.
+    """
+    name = kind.__name__ if isinstance(kind, type) else kind
+    if name in ("choice", "str", "string"):
+        return text
+    if name == "bool" or (name is None and text.lower() in _TRUE | _FALSE):
+        low = text.lower()
+        if low in _TRUE or low == "1":
+            return True
+        if low in _FALSE or low == "0":
+            return False
+        raise ValueError(f"expected a boolean (true/false), got {text!r}")
+    if name in ("int", None):
+        try:
+            return int(text.replace("_", ""), 0)
+        except ValueError:
+            if name == "int":
+                try:
+                    as_float = float(text)
+                except ValueError:
+                    raise ValueError(f"expected an integer, got {text!r}") from None
+                if as_float.is_integer():
+                    return int(as_float)  # 1e6
+                raise ValueError(f"expected an integer, got {text!r}") from None
+    if name in ("float", None):
+        try:
+            return float(text)
+        except ValueError:
+            if name == "float":
+                raise ValueError(f"expected a number, got {text!r}") from None
+    return text
+
+
+def parse_assignments(
+    items: Sequence[str], types: dict[str, str] | None = None, *, lists: bool = False
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """Split ``k=v`` words into fixed values and (with ``lists=True``) grid axes ``k=v1,v2``.
+
+    Args:
+        items: the words, e.g. ``["threads=1,2,4", "lock=spin"]``.
+        types: parameter name -> declared type (from :func:`alloclab.scenarios`).
+        lists: treat a comma-separated value as a list of values (an axis).
+
+    Returns:
+        ``(fixed, grid)``.
+
+    Raises:
+        ValueError: a word is not ``k=v``, a name is repeated, or a value does not fit its type.
+    """
+    types = dict(types or {})
+    fixed: dict[str, Any] = {}
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"expected name=value, got {item!r}")
+        if key in fixed or key in grid:
+            raise ValueError(f"{key}: given twice")
+        kind = types.get(key) or _RUN_OPTION_TYPES.get(key)
+        try:
+            if lists and "," in raw:
+                values = [parse_value(v.strip(), kind) for v in raw.split(",") if v.strip() != ""]
+                if not values:
+                    raise ValueError("no values")
+                grid[key] = values
+            else:
+                fixed[key] = parse_value(raw.strip(), kind)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    return fixed, grid
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``alloclab`` console script; returns the exit status (0 ok, 1 failure, 2 usage)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:
+        print(f"alloclab {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("alloclab: interrupted", file=sys.stderr)
+        return 130
+
+
+# --- commands ----------------------------------------------------------------------------------------------
+
+
+def _cmd_topology(args: argparse.Namespace) -> int:
+    from .topology import Topology
+
+    if args.synthetic and args.xml:
+        raise ValueError("give --synthetic or --xml, not both")
+    topo = (
+        Topology.synthetic(args.synthetic)
+        if args.synthetic
+        else Topology.from_xml(args.xml)
+        if args.xml
+        else Topology.host()
+    )
+    print(repr(topo))
+    print(f"{topo.source}: {topo.nodes} node(s), {topo.cores} core(s), {topo.pus} PU(s)")
+    if topo.source != "host":
+        host = Topology.host()
+        print(
+            f"runs on the host's {host.pus} PU(s): model PU p -> host PU p % {host.pus}"
+            + ("; more workers than that are oversubscribed" if topo.pus > host.pus else "")
+        )
+    return 0
+
+
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from ._catalogue import scenarios
+
+    table = scenarios()
+    if args.scenario:
+        if args.scenario not in set(table["scenario"]):
+            raise ValueError(f"unknown scenario {args.scenario!r} (available: {', '.join(_unique(table))})")
+        table = table[table["scenario"] == args.scenario]
+    for name in _unique(table):
+        part = table[table["scenario"] == name]
+        print(f"{name}: {part['scenario_doc'].iloc[0]}")
+        cols = ["parameter", "type", "default", "allowed", "doc"]
+        print(_indent(part[cols].to_string(index=False)))
+        print()
+    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s (see al.run).")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import results
+    from ._run import run
+
+    fixed, _ = parse_assignments(args.params, _types(args.scenario))
+    options = _options(args, fixed)
+    result = run(args.scenario, **options, **fixed)
+    print(repr(result))
+    print()
+    print("parameters: " + " ".join(f"{k}={v}" for k, v in result.params.items()))
+    prov = result.provenance
+    print(
+        f"topology: {prov.get('model_description')} on host {prov.get('hostname')}; "
+        f"workers bound {prov.get('workers_bound')}/{prov.get('workers')}"
+        + (" (oversubscribed)" if prov.get("oversubscribed") else "")
+    )
+    if args.workers:
+        print()
+        print(result.workers.to_string(index=False))
+    if args.lockstat:
+        print()
+        print(result.lockstat_text())
+    if args.out:
+        path = results.save(result, args.out)
+        print(f"\nsaved to {path}")
+    return 1 if result.stopped else 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from . import results
+    from .sweep import sweep
+
+    fixed, grid = parse_assignments(args.params, _types(args.scenario), lists=True)
+    options = _options(args, fixed)
+    progress = _progress(args)
+    out = sweep(args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=True, **options, **fixed)
+    runs = out.runs
+    keys = list(grid) or ["config"]
+    figures = [c for c in runs.columns[list(runs.columns).index("workers_bound") + 1 :]]
+    ok = runs[runs["status"] == "ok"]
+    counts = runs.groupby(keys, sort=False)["status"].agg(runs="size", ok=lambda s: int((s == "ok").sum()))
+    table = counts
+    if len(ok) and figures:
+        medians = ok.groupby(keys, sort=False)[figures].median(numeric_only=True)
+        over = ok.groupby(keys, sort=False)["oversubscribed"].max().rename("oversubscribed")
+        table = counts.join(over).join(medians)
+    print(f"{args.scenario}: {len(runs)} runs ({args.repeats} repeats, interleaved); medians over ok runs:")
+    print(_fmt(table.reset_index()))
+    errors = runs[runs["status"] != "ok"].drop_duplicates(subset=[*keys, "error"])
+    for _, row in errors.iterrows():
+        where = " ".join(f"{k}={row[k]}" for k in keys)
+        print(f"{row['status']}: {where}: {row['error']}")
+    if args.out:
+        path = results.save(out if args.detail else runs, args.out)
+        print(f"saved to {path}")
+    return 0 if len(ok) else 1
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from . import studies
+    from .config import quick as quick_env
+
+    found, broken = studies.discover()
+    if args.list:
+        for study in found.values():
+            seed = study.seed or "no seed patch"
+            print(f"{study.name:16s} {study.title}  [{seed}; scenarios: {', '.join(study.scenarios)}]")
+        for module, error in broken.items():
+            print(f"{module}: BROKEN: {error}")
+        return 0
+    if args.name == "all":
+        selected = list(found.values())
+    else:
+        selected = [studies.find(args.name)]
+    quick = bool(args.quick or quick_env())
+    progress = _progress(args)
+    failures = 0
+    for module, error in broken.items() if args.name == "all" else ():
+        print(f"== {module}: cannot load: {error}", file=sys.stderr)
+        failures += 1
+    for study in selected:
+        print(f"== {study.name}: {study.title}")
+        print(f"   seed: {study.seed or 'none (nothing published to compare with)'}; quick={quick}")
+        try:
+            done = studies.reproduce(study, quick=quick, out=args.out, progress=progress)
+        except Exception as exc:  # one failing study must not hide the others
+            failures += 1
+            print(f"   FAILED: {studies.format_error(exc)}", file=sys.stderr)
+            continue
+        print(_indent(_fmt(done.result.table)))
+        if len(study.published):
+            print("   published by the seed:")
+            print(_indent(_fmt(study.published), 6))
+        for note in done.result.notes:
+            print(f"   note: {note}")
+        print(f"   wrote {len(done.files)} files to {done.out_dir} in {done.elapsed_s:.1f} s")
+        for plot in done.result.plots:
+            print(f"     plot: {plot}")
+        print()
+    if not selected and not broken:
+        print("no studies registered", file=sys.stderr)
+        return 1
+    return 1 if failures else 0
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="alloclab", description="Lock contention in Linux-style memory allocators: runs, sweeps, studies."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("topology", help="show the host topology or a model one")
+    p.add_argument("--synthetic", metavar="S", help='a synthetic description, e.g. "node:4 core:2 pu:1"')
+    p.add_argument("--xml", metavar="FILE", help="an hwloc XML file (lstopo out.xml)")
+    p.set_defaults(func=_cmd_topology)
+
+    p = sub.add_parser("scenarios", help="list the scenarios and their parameters")
+    p.add_argument("scenario", nargs="?", help="only this scenario")
+    p.set_defaults(func=_cmd_scenarios)
+
+    p = sub.add_parser("run", help="run a scenario once; print its summary (and lock_stat)")
+    p.add_argument("scenario")
+    p.add_argument("params", nargs="*", metavar="k=v", help="scenario parameters")
+    p.add_argument("--lockstat", action="store_true", help="print the lock statistics in /proc/lock_stat format")
+    p.add_argument("--workers", action="store_true", help="print the per-worker table")
+    p.add_argument("--out", metavar="DIR", help="save the result with its provenance to DIR")
+    _run_options(p)
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("sweep", help="run a grid of configurations with repeats; print medians, save")
+    p.add_argument("scenario")
+    p.add_argument("params", nargs="*", metavar="k=v1,v2", help="grid axes (with commas) and fixed parameters")
+    p.add_argument("--repeats", type=int, default=3, help="runs per configuration, interleaved (default 3)")
+    p.add_argument("--out", metavar="DIR", help="save the table and meta.json (with provenance) to DIR")
+    p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
+    _run_options(p)
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("reproduce", help="run the seed studies; print ours beside the published figures")
+    p.add_argument("name", nargs="?", default="all", help="a study (or scenario) name, or 'all' (default)")
+    p.add_argument("--quick", action="store_true", help="small sizes (also: ALLOCLAB_QUICK=1)")
+    p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
+    p.add_argument("--list", action="store_true", help="list the studies and exit")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
+    p.set_defaults(func=_cmd_reproduce)
+    return parser
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", metavar="T", help='"host" (default), a synthetic description, or an XML file')
+    p.add_argument("--placement", default="compact", help="compact (default), scatter, or a PU list 0,2,1,3")
+    p.add_argument("--lock", action="append", default=[], metavar="CLASS=KIND", help="lock kind override")
+    p.add_argument("--seed", type=int, default=1, help="seed of the run's random choices (default 1)")
+    p.add_argument("--timeout", type=float, default=0.0, metavar="S", help="stop a run after S seconds")
+    p.add_argument("--strict", action="store_true", help="binding failures are errors")
+
+
+def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
+    from .topology import Topology
+
+    locks = {}
+    for item in args.lock:
+        cls, sep, kind = item.partition("=")
+        if not sep or not cls or not kind:
+            raise ValueError(f"--lock: expected CLASS=KIND, got {item!r}")
+        locks[cls.strip()] = kind.strip()
+    topology: Any = fixed.pop("topology", None) or args.topology
+    if isinstance(topology, str):
+        if topology == "host":
+            topology = None
+        elif topology.endswith(".xml") or Path(topology).is_file():
+            topology = Topology.from_xml(topology)
+        else:
+            topology = Topology.synthetic(topology)
+    placement: Any = fixed.pop("placement", None) or args.placement
+    if isinstance(placement, str) and "," in placement:
+        placement = [int(p) for p in placement.split(",")]
+    elif isinstance(placement, int):
+        placement = [placement]
+    return {
+        "topology": topology,
+        "placement": placement,
+        "locks": locks or None,
+        "seed": fixed.pop("seed", args.seed),
+        "timeout_s": fixed.pop("timeout_s", args.timeout),
+        "strict": fixed.pop("strict", args.strict),
+        "lockstat": fixed.pop("lockstat", True),
+    }
+
+
+def _types(scenario: str) -> dict[str, str]:
+    from ._catalogue import scenarios
+
+    table = scenarios()
+    part = table[table["scenario"] == scenario]
+    return dict(zip(part["parameter"], part["type"], strict=True))
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else bool(args.progress)
+
+
+def _unique(table: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(table["scenario"]))
+
+
+def _fmt(table: pd.DataFrame) -> str:
+    def number(v: float) -> str:
+        return f"{v:.4g}"
+
+    return table.to_string(index=False, float_format=number, na_rep="-")
+
+
+def _indent(text: str, n: int = 3) -> str:
+    pad = " " * n
+    return "\n".join(pad + line for line in text.splitlines())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

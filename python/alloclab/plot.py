@@ -1,0 +1,352 @@
+"""Plots of sweeps and runs. Every function draws on an Axes (a new figure when ``ax`` is None), returns it,
+and never calls ``show()``; save with ``ax.figure.savefig(path)`` or :func:`savefig`.
+
+* :func:`scaling` — a metric against a scaling axis with the ideal linear reference (will-it-scale style);
+* :func:`workers` — per-worker completion bars (the CMA patch's 7/14/21 s vs 7/8/7 s picture);
+* :func:`heatmap` — a metric over two axes (threads x multiplier);
+* :func:`lockstat` — lock_stat wait time beside hold time, per lock class.
+
+Only rows with ``status == "ok"`` are drawn when a ``status`` column exists; repeated runs are reduced to their
+median, with the interquartile range as error bars.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._run import RunResult
+from .sweep import SweepResult
+
+__all__ = ["heatmap", "lockstat", "savefig", "scaling", "workers"]
+
+_OVERSUB_LABEL = "oversubscribed (workers > host PUs)"
+
+
+def scaling(
+    df: pd.DataFrame,
+    x: str = "threads",
+    y: str = "acquisitions_per_s",
+    hue: str | None = None,
+    *,
+    ax: Any = None,
+    reference: str | None = "linear",
+    logy: bool = False,
+    mark_oversubscribed: bool = True,
+    title: str | None = None,
+) -> Any:
+    """Scaling curve: median of ``y`` against ``x`` per ``hue``, IQR error bars, and the ideal reference.
+
+    Args:
+        df: a sweep table (one row per run).
+        x: the numeric scaling axis, e.g. ``"threads"`` or ``"multiplier"``.
+        y: the figure to plot.
+        hue: a column whose values get one line each (e.g. ``"lock"``); None: one line.
+        ax: the Axes to draw on (None: a new figure).
+        reference: ``"linear"`` draws ``y(x0) * x / x0`` per line (throughput-like figures: ideal scaling
+            grows with ``x``), ``"inverse"`` draws ``y(x0) * x0 / x`` (time-like figures: ideal time shrinks),
+            ``None`` draws none. ``x0`` is the line's smallest ``x``.
+        logy: logarithmic y axis.
+        mark_oversubscribed: shade the ``x`` range whose runs were oversubscribed (needs an ``oversubscribed``
+            column, as sweep tables have).
+        title: the title (default: ``"<scenario>: <y> vs <x>"``).
+
+    Returns:
+        The Axes.
+
+    Raises:
+        ValueError: a column is missing, ``x`` is not numeric, or ``reference`` is unknown.
+    """
+    if reference not in ("linear", "inverse", None):
+        raise ValueError(f"reference: expected 'linear', 'inverse' or None, got {reference!r}")
+    data = _ok(df, [x, y] + ([hue] if hue else []))
+    if not pd.api.types.is_numeric_dtype(data[x]):
+        raise ValueError(f"{x}: a scaling axis must be numeric (got dtype {data[x].dtype})")
+    ax = _axes(ax, (6.4, 4.2))
+    series = [(None, data)] if hue is None else [(v, data[data[hue] == v]) for v in _unique(data[hue])]
+    ref_labelled = False
+    for value, part in series:
+        stats = part.groupby(x)[y].describe(percentiles=[0.25, 0.5, 0.75]).sort_index()
+        xs = stats.index.to_numpy(dtype=float)
+        med = stats["50%"].to_numpy()
+        err = np.vstack([med - stats["25%"].to_numpy(), stats["75%"].to_numpy() - med])
+        label = y if hue is None else f"{hue}={value}"
+        line = ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=label)
+        if reference and len(xs) and xs[0] > 0 and np.isfinite(med[0]):
+            ref = med[0] * xs / xs[0] if reference == "linear" else med[0] * xs[0] / xs
+            ax.plot(
+                xs,
+                ref,
+                linestyle="--",
+                color=line[0].get_color(),
+                alpha=0.5,
+                label=None if ref_labelled else f"ideal ({reference})",
+            )
+            ref_labelled = True
+    distinct = np.unique(data[x].to_numpy(dtype=float))
+    if 0 < len(distinct) <= 12:
+        ax.set_xticks(distinct, [f"{v:g}" for v in distinct])
+    if mark_oversubscribed:
+        _shade_oversubscribed(ax, data, x)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title if title is not None else f"{_scenario(df)}{y} vs {x}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def workers(
+    data: pd.DataFrame | RunResult | SweepResult,
+    y: str = "elapsed_s",
+    *,
+    by: str | None = None,
+    worker: str = "worker",
+    ax: Any = None,
+    annotate: bool = True,
+    title: str | None = None,
+) -> Any:
+    """Per-worker completion bars: one bar per worker, grouped by ``by`` (e.g. the variant).
+
+    Args:
+        data: a :class:`~alloclab.RunResult`, a :class:`~alloclab.sweep.SweepResult` (its ``workers`` table) or
+            a per-worker DataFrame (one row per run and worker).
+        y: the per-worker figure, e.g. ``"elapsed_s"`` (completion time) or ``"ops"``.
+        by: a column whose values get a bar each within every worker's group (e.g. ``"alloc_mutex"``); None:
+            one bar per worker.
+        worker: the column that identifies a worker.
+        ax: the Axes to draw on (None: a new figure).
+        annotate: write each bar's value on top of it.
+        title: the title.
+
+    Returns:
+        The Axes. Several runs of the same (``by``, worker) are reduced to their median, IQR as error bars.
+
+    Raises:
+        ValueError: a column is missing.
+    """
+    table = data.workers if isinstance(data, (RunResult, SweepResult)) else data
+    table = _ok(table, [worker, y] + ([by] if by else []))
+    ax = _axes(ax, (6.4, 4.2))
+    ids = sorted(_unique(table[worker]))
+    groups = [(None, table)] if by is None else [(v, table[table[by] == v]) for v in _unique(table[by])]
+    width = 0.8 / len(groups)
+    positions = np.arange(len(ids), dtype=float)
+    for i, (value, part) in enumerate(groups):
+        q = part.groupby(worker)[y].quantile([0.25, 0.5, 0.75]).unstack().reindex(ids)
+        med = q[0.5].to_numpy()
+        err = np.vstack([med - q[0.25].to_numpy(), q[0.75].to_numpy() - med])
+        offset = (i - (len(groups) - 1) / 2) * width
+        label = y if by is None else f"{by}={value}"
+        bars = ax.bar(positions + offset, med, width, yerr=err, capsize=2, label=label)
+        if annotate:
+            ax.bar_label(bars, fmt="%.3g", fontsize="x-small", padding=2)
+    ax.set_xticks(positions, [str(w) for w in ids])
+    ax.set_xlabel(worker)
+    ax.set_ylabel(y)
+    ax.set_title(title if title is not None else f"{y} per {worker}")
+    ax.grid(True, axis="y", alpha=0.3)
+    if by is not None:
+        ax.legend(fontsize="small")
+    return ax
+
+
+def heatmap(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    value: str,
+    *,
+    agg: str = "median",
+    ax: Any = None,
+    annotate: bool = True,
+    fmt: str = ".3g",
+    cmap: str = "viridis",
+    log: bool = False,
+    title: str | None = None,
+) -> Any:
+    """Heatmap of ``value`` over two axes (e.g. threads x multiplier), one cell per (x, y) configuration.
+
+    Args:
+        df: a sweep table.
+        x: the column along the horizontal axis.
+        y: the column along the vertical axis.
+        value: the figure shown by colour.
+        agg: how repeats are reduced (any pandas aggregation name: ``"median"``, ``"mean"``, ``"max"``...).
+        ax: the Axes to draw on (None: a new figure).
+        annotate: write the value in each cell; oversubscribed cells get a ``*``.
+        fmt: format of the annotations.
+        cmap: the matplotlib colour map.
+        log: logarithmic colour scale.
+        title: the title.
+
+    Returns:
+        The Axes (the colour bar is added to its figure).
+
+    Raises:
+        ValueError: a column is missing.
+    """
+    from matplotlib.colors import LogNorm
+
+    data = _ok(df, [x, y, value])
+    grid = data.pivot_table(index=y, columns=x, values=value, aggfunc=agg, sort=True)
+    over = None
+    if "oversubscribed" in data.columns:
+        flags = data.assign(_o=data["oversubscribed"].fillna(False).astype(bool))
+        over = flags.pivot_table(index=y, columns=x, values="_o", aggfunc="max", sort=True)
+        over = over.reindex(index=grid.index, columns=grid.columns).fillna(False).astype(bool)
+    ax = _axes(ax, (6.4, 4.8))
+    values = grid.to_numpy(dtype=float)
+    norm = LogNorm() if log else None
+    image = ax.imshow(values, origin="lower", aspect="auto", cmap=cmap, norm=norm)
+    ax.figure.colorbar(image, ax=ax, label=f"{value} ({agg})")
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if annotate and values.size:
+        finite = values[np.isfinite(values)]
+        mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+        for (r, c), v in np.ndenumerate(values):
+            if not np.isfinite(v):
+                continue
+            mark = "*" if over is not None and bool(over.iat[r, c]) else ""
+            color = "white" if (v < mid and not log) else "black"
+            ax.text(c, r, f"{v:{fmt}}{mark}", ha="center", va="center", fontsize="small", color=color)
+        if over is not None and bool(over.to_numpy().any()):
+            ax.set_xlabel(f"{x}    (* = {_OVERSUB_LABEL})")
+    ax.set_title(title if title is not None else f"{_scenario(df)}{value}")
+    return ax
+
+
+def lockstat(
+    data: pd.DataFrame | RunResult | SweepResult,
+    *,
+    by: str | None = None,
+    stat: str = "total",
+    classes: Sequence[str] | None = None,
+    ax: Any = None,
+    log: bool = False,
+    title: str | None = None,
+) -> Any:
+    """lock_stat bars: wait time beside hold time for each lock class (and each value of ``by``).
+
+    A class whose wait bar dwarfs its hold bar is a contended lock: waiters spend longer queueing than the
+    owner spends inside.
+
+    Args:
+        data: a :class:`~alloclab.RunResult`, a :class:`~alloclab.sweep.SweepResult` (its ``lockstat`` table)
+            or a lock_stat DataFrame (``class``, ``waittime_*_ns``, ``holdtime_*_ns`` columns).
+        by: a column of a long lock_stat table (e.g. ``"lock"`` or ``"variant"``) whose values get a bar
+            pair each within a class; None: all runs of a class together.
+        stat: ``"total"``, ``"avg"`` or ``"max"`` (which lock_stat column pair to draw).
+        classes: only these lock classes (default: every class that was acquired).
+        ax: the Axes to draw on (None: a new figure).
+        log: logarithmic time axis.
+        title: the title.
+
+    Returns:
+        The Axes. Times are shown in the unit (ns, µs, ms, s) that suits the largest bar; several runs of the
+        same bar are reduced to their median.
+
+    Raises:
+        ValueError: an unknown ``stat`` or a missing column.
+    """
+    if stat not in ("total", "avg", "max", "min"):
+        raise ValueError(f"stat: expected 'total', 'avg', 'max' or 'min', got {stat!r}")
+    table = data.lockstat if isinstance(data, (RunResult, SweepResult)) else data
+    wait, hold = f"waittime_{stat}_ns", f"holdtime_{stat}_ns"
+    table = _ok(table, ["class", wait, hold] + ([by] if by else []))
+    if classes is not None:
+        table = table[table["class"].isin(list(classes))]
+    keys = ["class"] if by is None else ["class", by]
+    agg = table.groupby(keys, sort=False)[[wait, hold]].median().reset_index()
+    labels = [str(r["class"]) if by is None else f"{r['class']} [{by}={r[by]}]" for _, r in agg.iterrows()]
+    scale, unit = _time_unit(float(np.nanmax(agg[[wait, hold]].to_numpy())) if len(agg) else 0.0)
+    ax = _axes(ax, (6.4, max(2.5, 0.45 * len(labels) + 1.2)))
+    pos = np.arange(len(labels), dtype=float)
+    ax.barh(pos - 0.2, agg[wait].to_numpy() / scale, 0.4, label=f"wait ({stat})", color="tab:red")
+    ax.barh(pos + 0.2, agg[hold].to_numpy() / scale, 0.4, label=f"hold ({stat})", color="tab:blue")
+    ax.set_yticks(pos, labels)
+    ax.invert_yaxis()
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_title(title if title is not None else f"lock_stat: wait vs hold ({stat})")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def savefig(ax: Any, path: str | os.PathLike, *, dpi: int = 120) -> Path:
+    """Save the figure of ``ax`` as an image (format from the suffix, e.g. ``.png``) and return its path.
+
+    Args:
+        ax: an Axes returned by one of the plot functions.
+        path: the file to write (parent directories are created).
+        dpi: resolution.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def _ok(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{missing[0]}: no such column (columns: {', '.join(map(str, df.columns))})")
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"]
+    return df
+
+
+def _unique(series: pd.Series) -> list[Any]:
+    return list(dict.fromkeys(series.tolist()))
+
+
+def _scenario(df: pd.DataFrame) -> str:
+    name = (df.attrs.get("alloclab") or {}).get("scenario")
+    if name is None and "scenario" in df.columns and df["scenario"].nunique() == 1:
+        name = df["scenario"].iloc[0]
+    return f"{name}: " if name else ""
+
+
+def _shade_oversubscribed(ax: Any, data: pd.DataFrame, x: str) -> None:
+    if "oversubscribed" not in data.columns:
+        return
+    flags = data.groupby(x)["oversubscribed"].agg(lambda s: bool(s.fillna(False).astype(bool).any()))
+    over = sorted(float(v) for v, f in flags.items() if f)
+    if not over:
+        return
+    under = [float(v) for v, f in flags.items() if not f and float(v) < over[0]]
+    lo, hi = ax.get_xlim()
+    left = (max(under) + over[0]) / 2 if under else lo
+    ax.axvspan(left, hi, color="gray", alpha=0.15, label=_OVERSUB_LABEL)
+    ax.set_xlim(lo, hi)
+
+
+def _time_unit(largest_ns: float) -> tuple[float, str]:
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if largest_ns >= scale:
+            return scale, unit
+    return 1.0, "ns"

@@ -1,0 +1,151 @@
+"""Comparing variants: :func:`compare` (medians, IQR, ratio to a baseline, Mann-Whitney U).
+
+In the spirit of Google Benchmark's ``compare.py``: a variant differs from the baseline when the two samples
+of repeats differ by a two-sided Mann-Whitney U test, and a comparison with so few repeats that the test could
+never reach the significance level is flagged rather than trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["compare", "min_p_value"]
+
+
+def min_p_value(n1: int, n2: int, alternative: str = "two-sided") -> float:
+    """The smallest p-value an exact Mann-Whitney U test can give for samples of sizes ``n1`` and ``n2``.
+
+    Args:
+        n1: size of the first sample.
+        n2: size of the second sample.
+        alternative: ``"two-sided"``, ``"less"`` or ``"greater"``.
+
+    Returns:
+        ``2 / C(n1 + n2, n1)`` for a two-sided test (at most 1), ``1 / C(n1 + n2, n1)`` for a one-sided one;
+        1.0 when a sample is empty. With 3 repeats on each side this is 0.1: no result can reach 0.05.
+    """
+    if n1 < 1 or n2 < 1:
+        return 1.0
+    tails = 2 if alternative == "two-sided" else 1
+    return min(1.0, tails / comb(n1 + n2, n1))
+
+
+def compare(
+    df: pd.DataFrame,
+    by: str | Sequence[str],
+    metric: str,
+    *,
+    baseline: Any = None,
+    within: str | Sequence[str] | None = None,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> pd.DataFrame:
+    """Compare the groups of ``by`` on ``metric``: median, IQR, ratio to a baseline and a U-test p-value.
+
+    Rows whose ``status`` (when the column exists) is not ``"ok"`` and NaN values of ``metric`` are left out.
+
+    Args:
+        df: a tidy table such as :func:`alloclab.sweep` returns (one row per run).
+        by: the column (or columns) whose values are the variants, e.g. ``"lock"`` or ``"alloc_mutex"``.
+        metric: the figure to compare, e.g. ``"acquisitions_per_s"`` or ``"elapsed_s"``.
+        baseline: the ``by`` value (a tuple when ``by`` has several columns) the others are compared with;
+            ``None`` means the first value in the table's order.
+        within: columns that define separate comparisons, e.g. ``"threads"`` compares the variants at each
+            thread count on its own. ``None``: one comparison over the whole table.
+        alpha: significance level for the ``significant`` and ``too_few_repeats`` columns.
+        alternative: passed to :func:`scipy.stats.mannwhitneyu` (``"two-sided"``, ``"less"``, ``"greater"``;
+            one-sided alternatives are about the variant relative to the baseline).
+
+    Returns:
+        One row per (``within`` values, variant): the ``within`` and ``by`` columns, ``n``, ``median``, ``q1``,
+        ``q3``, ``iqr``, ``baseline`` (the baseline's ``by`` value), ``baseline_median``, ``ratio`` (median /
+        baseline median), ``p_value`` (Mann-Whitney U of variant vs baseline from scipy; NaN for the baseline
+        itself or an empty group), ``significant`` (``p_value < alpha``) and ``too_few_repeats`` (True when the
+        smallest p-value the test could give for these sample sizes is not below ``alpha``, see
+        :func:`min_p_value`: the comparison cannot show a difference whatever the data; always False on the
+        baseline's own row).
+
+    Raises:
+        ValueError: a named column is missing, or ``baseline`` is not among the values of ``by``.
+    """
+    from scipy.stats import mannwhitneyu
+
+    by_cols = [by] if isinstance(by, str) else list(by)
+    within_cols = [] if within is None else ([within] if isinstance(within, str) else list(within))
+    for col in [*by_cols, *within_cols, metric]:
+        if col not in df.columns:
+            raise ValueError(f"{col}: no such column (columns: {', '.join(map(str, df.columns))})")
+    if alternative not in ("two-sided", "less", "greater"):
+        raise ValueError(f"alternative: expected 'two-sided', 'less' or 'greater', got {alternative!r}")
+
+    data = df
+    if "status" in data.columns:
+        data = data[data["status"] == "ok"]
+    data = data[pd.to_numeric(data[metric], errors="coerce").notna()]
+
+    def key_of(row_values: Sequence[Any]) -> Any:
+        return row_values[0] if len(by_cols) == 1 else tuple(row_values)
+
+    all_variants = list(dict.fromkeys(key_of(v) for v in df[by_cols].itertuples(index=False, name=None)))
+    if baseline is None:
+        if not all_variants:
+            raise ValueError(f"{metric}: no rows to compare")
+        baseline = all_variants[0]
+    elif baseline not in all_variants:
+        raise ValueError(f"baseline: {baseline!r} is not a value of {by!r} (values: {all_variants})")
+
+    groups = [((), data)] if not within_cols else _groups(data, within_cols, df)
+    rows = []
+    for within_key, part in groups:
+        samples: dict[Any, np.ndarray] = {}
+        for variant in all_variants:
+            mask = np.ones(len(part), dtype=bool)
+            values = (variant,) if len(by_cols) == 1 else variant
+            for col, val in zip(by_cols, values, strict=True):
+                mask &= (part[col] == val).to_numpy()
+            samples[variant] = part.loc[mask, metric].astype(float).to_numpy()
+        base = samples[baseline]
+        base_median = float(np.median(base)) if len(base) else float("nan")
+        for variant in all_variants:
+            x = samples[variant]
+            row: dict[str, Any] = dict(zip(within_cols, within_key, strict=True))
+            row.update(dict(zip(by_cols, (variant,) if len(by_cols) == 1 else variant, strict=True)))
+            row.update(_describe(x))
+            row["baseline"] = baseline
+            row["baseline_median"] = base_median
+            row["ratio"] = row["median"] / base_median if len(x) and base_median != 0 else float("nan")
+            if variant == baseline or not len(x) or not len(base):
+                p = float("nan")
+            else:
+                p = float(mannwhitneyu(x, base, alternative=alternative).pvalue)
+            row["p_value"] = p
+            row["significant"] = bool(p < alpha) if not np.isnan(p) else False
+            row["too_few_repeats"] = (
+                False if variant == baseline else min_p_value(len(x), len(base), alternative) >= alpha
+            )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _groups(data: pd.DataFrame, cols: list[str], order_from: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    keys = list(dict.fromkeys(order_from[cols].itertuples(index=False, name=None)))
+    out = []
+    for key in keys:
+        mask = np.ones(len(data), dtype=bool)
+        for col, val in zip(cols, key, strict=True):
+            mask &= (data[col] == val).to_numpy()
+        out.append((key, data[mask]))
+    return out
+
+
+def _describe(x: np.ndarray) -> dict[str, Any]:
+    if not len(x):
+        nan = float("nan")
+        return {"n": 0, "median": nan, "q1": nan, "q3": nan, "iqr": nan}
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return {"n": len(x), "median": float(med), "q1": float(q1), "q3": float(q3), "iqr": float(q3 - q1)}

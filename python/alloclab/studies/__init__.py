@@ -1,0 +1,286 @@
+"""Studies: the experiments ``alloclab reproduce`` runs, each beside the figures its seed patch published.
+
+How to add a study (a one-file change)
+--------------------------------------
+Create ``python/alloclab/studies/<name>.py``. Every module of this package whose name does not start with
+``_`` is discovered automatically (``pkgutil``); nothing else needs editing. The module defines:
+
+``NAME``
+    what ``alloclab reproduce NAME`` takes, also the folder ``results/<NAME>/<UTC stamp>/``.
+``TITLE``
+    one line for the listing.
+``SCENARIOS``
+    a tuple of the scenario names it runs (``alloclab reproduce <scenario>`` finds the study too).
+``SEED``
+    the seed patch, e.g. ``"cma-per-area-lock"`` (the file stem in ``shared/seeds/``), or ``None``.
+``PUBLISHED``
+    a DataFrame of the figures the seed published (empty when there are none; never invent any).
+``run(quick: bool, out_dir: Path, progress: bool) -> StudyResult``
+    runs the sweep(s) (small sizes when ``quick``, see :func:`alloclab.config.sized`), writes its PNG plots
+    into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`
+    helps), ``plots`` (the paths it wrote) and ``data`` (the sweep, ideally a ``SweepResult``).
+
+The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.csv``, ``published.csv``, the raw
+data (``data.csv`` and, for a ``SweepResult``, ``workers.csv``/``lockstat.csv``) and ``meta.json`` with the
+full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list.
+``studies/lock_zoo.py`` is the model to copy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+__all__ = [
+    "Study",
+    "StudyResult",
+    "StudyRun",
+    "beside",
+    "discover",
+    "find",
+    "format_error",
+    "new_run_dir",
+    "reproduce",
+]
+
+
+@dataclass
+class StudyResult:
+    """What a study's ``run`` returns.
+
+    Attributes:
+        table: the study's table, our figures beside the published ones (see :func:`beside`).
+        plots: the image files the study wrote (inside the ``out_dir`` it was given).
+        data: the raw runs (a ``SweepResult`` or a sweep table), saved as ``data.csv`` (+ detail tables);
+            None saves ``table`` as the data instead.
+        notes: lines worth printing under the table (e.g. which points were oversubscribed).
+        meta: extra JSON-able entries for ``meta.json``.
+    """
+
+    table: pd.DataFrame
+    plots: list[Path] = field(default_factory=list)
+    data: Any = None
+    notes: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Study:
+    """A discovered study module (see the package docstring for what a module defines).
+
+    Attributes:
+        name: ``NAME``.
+        title: ``TITLE`` (default: the module docstring's first line).
+        scenarios: ``SCENARIOS``.
+        seed: ``SEED``.
+        published: ``PUBLISHED`` (an empty DataFrame when the module has none).
+        run: the module's ``run(quick, out_dir, progress)``.
+        module: the module's import name.
+    """
+
+    name: str
+    title: str
+    scenarios: tuple[str, ...]
+    seed: str | None
+    published: pd.DataFrame
+    run: Callable[[bool, Path, bool], StudyResult]
+    module: str
+
+
+@dataclass
+class StudyRun:
+    """One execution of a study by :func:`reproduce`.
+
+    Attributes:
+        study: the study.
+        result: what its ``run`` returned.
+        out_dir: the folder everything was written to.
+        files: every file written there (data, table, meta.json, plots).
+        elapsed_s: wall time of the study.
+    """
+
+    study: Study
+    result: StudyResult
+    out_dir: Path
+    files: list[Path]
+    elapsed_s: float
+
+
+def discover() -> tuple[dict[str, Study], dict[str, str]]:
+    """Import every study module of this package.
+
+    Returns:
+        ``(studies, broken)``: name -> :class:`Study` in module order, and module -> error message for modules
+        that failed to import or lack ``NAME``/``run`` (a broken study never hides the others).
+    """
+    studies: dict[str, Study] = {}
+    broken: dict[str, str] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        modname = f"{__name__}.{info.name}"
+        try:
+            module = importlib.import_module(modname)
+            study = _study_of(module)
+        except Exception as exc:  # a half-written study must not break `reproduce all` for the others
+            broken[modname] = f"{type(exc).__name__}: {exc}"
+            continue
+        if study.name in studies:
+            broken[modname] = f"ValueError: study name {study.name!r} already used by {studies[study.name].module}"
+            continue
+        studies[study.name] = study
+    return studies, broken
+
+
+def find(name: str) -> Study:
+    """The study called ``name``, or the one that runs scenario ``name``.
+
+    Args:
+        name: a study name or a scenario name.
+
+    Raises:
+        ValueError: no such study (the message lists the available ones).
+    """
+    studies, broken = discover()
+    if name in studies:
+        return studies[name]
+    matches = [s for s in studies.values() if name in s.scenarios]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ValueError(f"study: {name!r} is run by several studies: {', '.join(s.name for s in matches)}")
+    hint = f"; broken modules: {', '.join(broken)}" if broken else ""
+    raise ValueError(f"study: unknown study {name!r} (available: {', '.join(studies) or 'none'}{hint})")
+
+
+def new_run_dir(root: str | Path, name: str) -> Path:
+    """Create and return ``root/name/<UTC stamp>/`` (``YYYYmmddTHHMMSSZ``, with ``-1``, ``-2`` ... on a clash).
+
+    Args:
+        root: the results root, usually ``results``.
+        name: the study name.
+    """
+    base = Path(root) / name
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for i in range(1000):
+        path = base / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{base}: could not make a fresh folder for stamp {stamp}")
+
+
+def beside(
+    ours: pd.DataFrame, published: pd.DataFrame, on: Sequence[str], *, prefix: str = "published_"
+) -> pd.DataFrame:
+    """Our table with the published figures as extra columns, matched on the key columns ``on``.
+
+    Args:
+        ours: our figures, one row per key.
+        published: the seed's figures with the same key columns (may be empty).
+        on: the key columns, e.g. ``["regions", "variant"]``.
+        prefix: prepended to every published figure's column name.
+
+    Returns:
+        ``ours`` (same rows, same order) plus one ``<prefix><column>`` column per published figure; NaN where the
+        seed has no figure for that key.
+    """
+    on = list(on)
+    figures = [c for c in published.columns if c not in on]
+    renamed = published.rename(columns={c: f"{prefix}{c}" for c in figures})
+    if not len(renamed):
+        out = ours.copy()
+        for c in figures:
+            out[f"{prefix}{c}"] = float("nan")
+        return out
+    return ours.merge(renamed, on=on, how="left", validate="one_to_one" if len(on) else None)
+
+
+def reproduce(
+    study: str | Study, *, quick: bool = False, out: str | Path = "results", progress: bool = True
+) -> StudyRun:
+    """Run one study and write its results under ``out/<study>/<UTC stamp>/``.
+
+    Args:
+        study: a :class:`Study` or a name for :func:`find`.
+        quick: small sizes (seconds instead of minutes).
+        out: the results root.
+        progress: show the sweeps' progress bars.
+
+    Returns:
+        A :class:`StudyRun` with the table, the plots and every file written.
+    """
+    from .. import results
+
+    if not isinstance(study, Study):
+        study = find(study)
+    out_dir = new_run_dir(out, study.name)
+    t0 = time.monotonic()
+    result = study.run(quick, out_dir, progress)
+    elapsed = time.monotonic() - t0
+    if not isinstance(result, StudyResult):
+        raise TypeError(f"study {study.name}: run() returned {type(result).__name__}, not StudyResult")
+    result.table.to_csv(out_dir / "table.csv", index=False)
+    if len(study.published):
+        study.published.to_csv(out_dir / "published.csv", index=False)
+    plots = [Path(p) for p in result.plots]
+    info = {
+        "study": {
+            "name": study.name,
+            "title": study.title,
+            "seed": study.seed,
+            "scenarios": list(study.scenarios),
+            "quick": bool(quick),
+            "elapsed_s": round(elapsed, 3),
+            "table": "table.csv",
+            "published": "published.csv" if len(study.published) else None,
+            "plots": [p.name if p.parent == out_dir else str(p) for p in plots],
+            "notes": list(result.notes),
+        },
+        **result.meta,
+    }
+    data = result.data if result.data is not None else result.table
+    results.save(data, out_dir, meta=info, format="csv")
+    files = sorted(p for p in out_dir.iterdir() if p.is_file())
+    return StudyRun(study=study, result=result, out_dir=out_dir, files=files, elapsed_s=elapsed)
+
+
+def _study_of(module: ModuleType) -> Study:
+    missing = [a for a in ("NAME", "run") if not hasattr(module, a)]
+    if missing:
+        raise AttributeError(f"study module {module.__name__} lacks {', '.join(missing)}")
+    published = getattr(module, "PUBLISHED", None)
+    if published is None:
+        published = pd.DataFrame()
+    title = getattr(module, "TITLE", None)
+    if title is None:
+        doc = (module.__doc__ or "").strip()
+        title = doc.splitlines()[0] if doc else str(module.NAME)
+    return Study(
+        name=str(module.NAME),
+        title=str(title),
+        scenarios=tuple(getattr(module, "SCENARIOS", ())),
+        seed=getattr(module, "SEED", None),
+        published=published,
+        run=module.run,
+        module=module.__name__,
+    )
+
+
+def format_error(exc: BaseException) -> str:
+    """One study's failure as the last lines of its traceback (what ``alloclab reproduce`` prints)."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(lines[-3:]).rstrip()

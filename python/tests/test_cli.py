@@ -1,0 +1,140 @@
+"""The alloclab console script, through subprocess, plus its value parser in-process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import alloclab as al
+from alloclab.cli import main, parse_assignments, parse_value
+
+
+def alloclab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the console script next to this interpreter (or ``python -m alloclab.cli`` if there is none)."""
+    script = Path(sys.executable).with_name("alloclab")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
+    env = {**os.environ, "ALLOCLAB_QUICK": "1"}
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_topology_host_and_synthetic(capsys):
+    out = alloclab("topology", "--synthetic", "node:2 core:3 pu:1")
+    assert out.returncode == 0, out.stderr
+    assert "synthetic: 2 node(s), 6 core(s), 6 PU(s)" in out.stdout
+    assert "NUMANode L#1" in out.stdout
+    assert main(["topology"]) == 0
+    assert f"host: {al.Topology.host().nodes} node(s)" in capsys.readouterr().out
+
+
+def test_scenarios_lists_parameters(capsys):
+    assert main(["scenarios", "lock_zoo"]) == 0
+    out = capsys.readouterr().out
+    for word in ("lock_zoo:", "threads", "iterations", "hold_ns", "'ticket'"):
+        assert word in out
+    assert main(["scenarios", "nope"]) == 1
+    assert "unknown scenario" in capsys.readouterr().err
+
+
+def test_run_prints_summary_and_lockstat(tmp_path):
+    out = alloclab("run", "lock_zoo", "threads=2", "iterations=500", "lock=ticket", "--lockstat", "--workers",
+                   "--out", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "acquisitions_per_s" in out.stdout
+    assert "lock_stat version" in out.stdout and "&lock_zoo" in out.stdout
+    assert "lock=ticket" in out.stdout and "threads=2" in out.stdout
+    loaded = al.results.load(tmp_path / "run")
+    assert loaded.data["acquisitions"].item() == 1000
+
+
+def test_run_with_a_bad_parameter_fails_with_its_name(capsys):
+    out = alloclab("run", "lock_zoo", "threads=0")
+    assert out.returncode == 1
+    assert "threads" in out.stderr and "Traceback" not in out.stderr
+    assert main(["run", "lock_zoo", "threads=two"]) == 1
+    assert "threads: expected an integer" in capsys.readouterr().err
+
+
+def test_sweep_saves_a_grid(tmp_path):
+    out = alloclab("sweep", "lock_zoo", "threads=1,2", "lock=spin,mcs,nope", "iterations=200", "--repeats", "2",
+                   "--out", str(tmp_path / "sweep"), "--detail", "--no-progress")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "12 runs" in out.stdout
+    assert "error: threads=1 lock=nope" in out.stdout
+    data, meta = al.results.load(tmp_path / "sweep")
+    assert len(data) == 12
+    assert data["repeat"].tolist() == [0] * 6 + [1] * 6
+    assert (data["status"] == "error").sum() == 4
+    assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "nope"]}
+    assert meta["fixed"] == {"iterations": 200}
+    assert "sweep" in meta["command_line"]
+    assert (tmp_path / "sweep" / "workers.parquet").exists() or (tmp_path / "sweep" / "workers.csv").exists()
+
+
+def test_reproduce_list_names_lock_zoo(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "lock_zoo" in out and "BROKEN" not in out
+
+
+def test_reproduce_all_quick_writes_tables_and_plots(tmp_path):
+    from alloclab import studies
+
+    found, broken = studies.discover()
+    assert not broken
+    out = alloclab("reproduce", "all", "--quick", "--out", str(tmp_path), "--no-progress")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for name in found:
+        assert f"== {name}:" in out.stdout
+        (stamp,) = list((tmp_path / name).iterdir())
+        files = {p.name for p in stamp.iterdir()}
+        assert {"table.csv", "meta.json", "data.csv"} <= files, files
+        pngs = [p for p in stamp.glob("*.png")]
+        assert pngs and all(p.stat().st_size > 1000 for p in pngs)
+        meta = al.results.load(stamp).meta
+        assert meta["study"]["name"] == name and meta["study"]["quick"] is True
+        assert sorted(meta["study"]["plots"]) == sorted(p.name for p in pngs)
+    # lock_zoo: 5 kinds x 3 thread counts, 4 threads marked oversubscribed on a machine with fewer PUs
+    assert "published_acquisitions_per_s" in out.stdout
+
+
+def test_reproduce_unknown_study(capsys):
+    assert main(["reproduce", "nope", "--quick"]) == 1
+    assert "unknown study 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("3", None, 3),
+        ("1_000", None, 1000),
+        ("0x10", None, 16),
+        ("2.5", None, 2.5),
+        ("1e6", None, 1e6),
+        ("1e6", "int", 1000000),
+        ("true", None, True),
+        ("off", None, False),
+        ("1", "bool", True),
+        ("spin", None, "spin"),
+        ("1", "choice", "1"),
+        ("7", "float", 7.0),
+    ],
+)
+def test_parse_value(text, kind, value):
+    got = parse_value(text, kind)
+    assert got == value and type(got) is type(value)
+
+
+def test_parse_assignments_splits_grid_and_fixed():
+    fixed, grid = parse_assignments(["threads=1,2,4", "lock=spin", "hold_ns=0,100"], {"lock": "choice"}, lists=True)
+    assert fixed == {"lock": "spin"}
+    assert grid == {"threads": [1, 2, 4], "hold_ns": [0, 100]}
+    with pytest.raises(ValueError, match="name=value"):
+        parse_assignments(["threads"])
+    with pytest.raises(ValueError, match="twice"):
+        parse_assignments(["a=1", "a=2"])
+    with pytest.raises(ValueError, match="threads: expected an integer"):
+        parse_assignments(["threads=1.5"], {"threads": "int"})

@@ -1,0 +1,131 @@
+"""al.results: save/load round trips (Parquet and CSV) with every provenance key."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import socket
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import alloclab as al
+from alloclab.results import PROVENANCE_KEYS, _git_state
+
+
+@pytest.fixture(scope="module")
+def sweep_with_error() -> al.SweepResult:
+    return al.sweep(
+        "lock_zoo", grid={"threads": [1, 0, 3], "lock": ["spin", "mcs"]}, repeats=2, progress=False, detail=True,
+        iterations=200, hold_ns=10,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_error, fmt):
+    path = al.results.save(sweep_with_error, tmp_path / "out", format=fmt)
+    assert path == tmp_path / "out"
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        ["meta.json", f"data.{fmt}", f"workers.{fmt}", f"lockstat.{fmt}"]
+    )
+    loaded = al.results.load(path)
+    pd.testing.assert_frame_equal(loaded.data, sweep_with_error.runs)
+    pd.testing.assert_frame_equal(loaded.workers, sweep_with_error.workers)
+    pd.testing.assert_frame_equal(loaded.lockstat, sweep_with_error.lockstat)
+    data, meta = loaded  # unpacks as (data, meta)
+    assert data is loaded.data and meta is loaded.meta
+    assert data.attrs["alloclab"] == meta
+
+    for key in PROVENANCE_KEYS:
+        assert key in meta, key
+    assert meta["kind"] == "sweep" and meta["scenario"] == "lock_zoo"
+    assert meta["grid"] == {"threads": [1, 0, 3], "lock": ["spin", "mcs"]}
+    assert meta["fixed"] == {"iterations": 200, "hold_ns": 10}
+    assert meta["model_topology"] == "host"
+    assert meta["host_topology"].startswith("Machine")
+    assert meta["placement"] == "compact"
+    host_pus = al.Topology.host().pus
+    ok = sweep_with_error.runs[sweep_with_error.runs["status"] == "ok"]
+    assert meta["binding"]["workers"] == int(ok["threads"].sum())
+    assert meta["binding"]["all_bound"] is True
+    assert meta["oversubscribed"] is (3 > host_pus)
+    assert meta["binding"]["oversubscribed_runs"] == int((ok["threads"] > host_pus).sum())
+    assert all("lock_zoo=" in kinds for kinds in meta["lock_kinds"])  # varies with the lock axis
+    assert meta["alloclab_version"] == al.__version__
+    assert meta["hostname"] == socket.gethostname()
+    assert meta["python"] == platform.python_version()
+    assert meta["numpy"] == np.__version__ and meta["pandas"] == pd.__version__
+    assert platform.release() in meta["kernel"]
+    assert isinstance(meta["cpu_model"], str) and meta["cpu_model"]
+    assert meta["started"] <= meta["ended"] <= meta["saved"]
+    assert isinstance(meta["command_line"], str) and meta["command_line"]
+    assert meta["git_dirty"] in (True, False, None)
+    assert meta["git_sha"] is None or len(meta["git_sha"]) == 40
+    assert meta["status_counts"] == {"ok": 8, "error": 4}
+    assert meta["files"]["data"] == f"data.{fmt}"
+    json.dumps(meta)  # plain JSON all the way down
+
+
+def test_run_result_round_trip(tmp_path):
+    r = al.run("lock_zoo", threads=2, iterations=100, lock="ticket")
+    loaded = al.results.load(al.results.save(r, tmp_path, format="csv"))
+    assert len(loaded.data) == 1
+    row = loaded.data.iloc[0]
+    assert row["lock"] == "ticket" and row["threads"] == 2 and row["status"] == "ok"
+    assert row["acquisitions"] == 200
+    pd.testing.assert_frame_equal(loaded.workers, r.workers)
+    pd.testing.assert_frame_equal(loaded.lockstat, r.lockstat)
+    meta = loaded.meta
+    assert meta["kind"] == "run" and meta["fixed"]["lock"] == "ticket"
+    assert meta["binding"] == {"workers": 2, "workers_bound": 2, "all_bound": True}
+    assert meta["started"] == r.provenance["started"]
+    assert meta["lock_kinds"].startswith("lock_zoo=ticket")
+
+
+def test_plain_dataframe_gets_environment_and_extra_meta(tmp_path):
+    df = pd.DataFrame({"x": [1, 2], "name": ["a", ""]})
+    loaded = al.results.load(al.results.save(df, tmp_path, meta={"note": "hand-made", "n": np.int64(3)}))
+    pd.testing.assert_frame_equal(loaded.data, df)
+    assert loaded.workers is None and loaded.lockstat is None
+    meta = loaded.meta
+    assert meta["kind"] == "table" and meta["note"] == "hand-made" and meta["n"] == 3
+    assert meta["scenario"] is None and meta["grid"] == {}
+    assert meta["hostname"] == socket.gethostname()
+
+
+def test_parquet_falls_back_to_csv_for_mixed_columns(tmp_path):
+    df = pd.DataFrame({"mixed": [1, "two", 3.0]})
+    loaded = al.results.load(al.results.save(df, tmp_path, format="parquet"))
+    assert loaded.meta["files"]["data"] == "data.csv"
+    assert "Parquet failed" in loaded.meta["format_notes"][0]
+    assert loaded.data["mixed"].astype(str).tolist() == ["1", "two", "3.0"]
+
+
+def test_load_and_save_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="meta.json"):
+        al.results.load(tmp_path)
+    with pytest.raises(ValueError, match="format"):
+        al.results.save(pd.DataFrame({"a": [1]}), tmp_path, format="xlsx")
+    with pytest.raises(ValueError, match="data"):
+        al.results.save([1, 2], tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git executable")
+def test_git_sha_and_dirty_flag(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    assert _git_state(tmp_path) == (None, None, None)  # not a repository
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("one\n")
+    sha, dirty, _ = _git_state(tmp_path)
+    assert sha is None and dirty is True  # no commit yet, an untracked file
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "one")
+    sha, dirty, root = _git_state(tmp_path)
+    assert sha is not None and len(sha) == 40 and dirty is False
+    (tmp_path / "f.txt").write_text("two\n")
+    assert _git_state(tmp_path)[1] is True

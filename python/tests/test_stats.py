@@ -1,0 +1,84 @@
+"""al.stats.compare on constructed data: medians, IQR, ratios, scipy's U-test p-values, too-few-repeats flag."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import mannwhitneyu
+
+import alloclab as al
+from alloclab.stats import min_p_value
+
+
+def _table(samples: dict[str, list[float]], **extra) -> pd.DataFrame:
+    rows = [{"variant": k, "t": v, "status": "ok", **extra} for k, vs in samples.items() for v in vs]
+    return pd.DataFrame(rows)
+
+
+def test_medians_ratios_and_p_values():
+    base, fast = [10.0, 11.0, 12.0, 13.0, 14.0], [1.0, 2.0, 3.0, 4.0, 5.0]
+    df = _table({"before": base, "after": fast})
+    # rows that must be ignored: an error row and a NaN figure
+    df = pd.concat(
+        [df, pd.DataFrame([{"variant": "after", "t": 1000.0, "status": "error"}, {"variant": "after", "t": np.nan}])]
+    )
+    out = al.stats.compare(df, by="variant", metric="t")
+    assert out["variant"].tolist() == ["before", "after"]
+    b, a = out.iloc[0], out.iloc[1]
+    assert b["n"] == 5 and a["n"] == 5
+    assert b["median"] == 12.0 and a["median"] == 3.0
+    assert (b["q1"], b["q3"], b["iqr"]) == (11.0, 13.0, 2.0)
+    assert a["baseline"] == "before" and a["baseline_median"] == 12.0
+    assert a["ratio"] == pytest.approx(0.25) and b["ratio"] == 1.0
+    assert np.isnan(b["p_value"])
+    assert a["p_value"] == pytest.approx(mannwhitneyu(fast, base, alternative="two-sided").pvalue)
+    assert a["p_value"] == pytest.approx(2 / 252)  # exact: the samples do not overlap
+    assert bool(a["significant"]) and not bool(a["too_few_repeats"])
+
+
+def test_too_few_repeats_are_flagged():
+    df = _table({"A": [1.0, 2.0, 3.0], "B": [7.0, 8.0, 9.0]})
+    out = al.stats.compare(df, by="variant", metric="t")
+    row = out.iloc[1]
+    assert row["p_value"] == pytest.approx(0.1)  # the best a 3-vs-3 U test can do
+    assert bool(row["too_few_repeats"]) and not bool(row["significant"])
+    assert min_p_value(3, 3) == pytest.approx(0.1)
+    assert min_p_value(4, 4) == pytest.approx(2 / 70)
+    assert min_p_value(3, 3, "less") == pytest.approx(0.05)
+    assert min_p_value(0, 5) == 1.0
+
+
+def test_baseline_within_and_multi_column_by():
+    rows = []
+    for threads, scale in ((1, 1.0), (2, 10.0)):
+        for kind, vals in (("spin", [1, 2, 3, 4]), ("mcs", [2, 4, 6, 8])):
+            rows += [{"lock": kind, "threads": threads, "hold": 0, "x": scale * v} for v in vals]
+    df = pd.DataFrame(rows)
+    out = al.stats.compare(df, by="lock", metric="x", within="threads", baseline="mcs")
+    assert out[["threads", "lock"]].values.tolist() == [[1, "spin"], [1, "mcs"], [2, "spin"], [2, "mcs"]]
+    assert out["median"].tolist() == [2.5, 5.0, 25.0, 50.0]
+    assert out["ratio"].tolist() == [0.5, 1.0, 0.5, 1.0]
+    assert (out["baseline"] == "mcs").all()
+    multi = al.stats.compare(df, by=["lock", "hold"], metric="x", baseline=("mcs", 0))
+    assert multi["n"].tolist() == [8, 8]
+    assert multi.loc[multi["lock"] == "mcs", "ratio"].item() == 1.0
+
+
+def test_errors_name_the_problem():
+    df = _table({"A": [1.0], "B": [2.0]})
+    with pytest.raises(ValueError, match="nope"):
+        al.stats.compare(df, by="nope", metric="t")
+    with pytest.raises(ValueError, match="baseline"):
+        al.stats.compare(df, by="variant", metric="t", baseline="C")
+    with pytest.raises(ValueError, match="alternative"):
+        al.stats.compare(df, by="variant", metric="t", alternative="sideways")
+
+
+def test_compare_on_a_real_sweep_counts_only_ok_runs():
+    df = al.sweep("lock_zoo", grid={"lock": ["spin", "mcs"], "threads": [0, 2]}, repeats=2, progress=False,
+                  iterations=100)  # fmt: skip
+    out = al.stats.compare(df, by="lock", metric="acquisitions_per_s", within="threads")
+    assert out.loc[out["threads"] == 0, "n"].tolist() == [0, 0]
+    assert out.loc[out["threads"] == 2, "n"].tolist() == [2, 2]
+    assert out.loc[out["threads"] == 2, "too_few_repeats"].tolist() == [False, True]

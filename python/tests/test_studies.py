@@ -1,0 +1,116 @@
+"""The study registry: discovery of one-file studies, lookup, the beside() helper, reproduce()'s output folder."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import alloclab as al
+from alloclab import studies
+
+FAKE = '''
+"""A fake study for the registry tests."""
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+import alloclab as al
+from alloclab.studies import StudyResult, beside
+
+NAME = "fake_study"
+TITLE = "fake: spin vs mcs at 1 thread"
+SCENARIOS = ("fake_scenario",)
+SEED = "fake-seed-patch"
+PUBLISHED = pd.DataFrame({"lock": ["spin"], "acquisitions": [42]})
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    sweep = al.sweep("lock_zoo", grid={"lock": ["spin", "mcs"]}, progress=progress, detail=True,
+                     iterations=10 if quick else 1000, threads=1)
+    ours = sweep.runs[["lock", "acquisitions"]]
+    ax = Figure().subplots()
+    ax.bar(ours["lock"], ours["acquisitions"])
+    png = al.plot.savefig(ax, out_dir / "bars.png")
+    return StudyResult(table=beside(ours, PUBLISHED, on=["lock"]), plots=[png], data=sweep, notes=["fake"])
+'''
+
+
+@pytest.fixture
+def extra_studies(tmp_path, monkeypatch):
+    """A second folder on the studies package path holding a new study file and a broken one."""
+    (tmp_path / "fake_study.py").write_text(textwrap.dedent(FAKE))
+    (tmp_path / "broken_study.py").write_text("raise RuntimeError('half-written')\n")
+    (tmp_path / "_helper.py").write_text("raise RuntimeError('private modules are not studies')\n")
+    monkeypatch.setattr(studies, "__path__", [*studies.__path__, str(tmp_path)])
+    yield tmp_path
+    for name in ("fake_study", "broken_study", "_helper"):
+        sys.modules.pop(f"alloclab.studies.{name}", None)
+
+
+def test_lock_zoo_is_registered():
+    found, broken = studies.discover()
+    assert "lock_zoo" in found and not broken
+    study = found["lock_zoo"]
+    assert study.scenarios == ("lock_zoo",) and study.seed is None
+    assert len(study.published) == 0  # no seed patch: nothing published, nothing invented
+    assert studies.find("lock_zoo") is not None
+
+
+def test_a_new_study_is_one_file_and_a_broken_one_hides_nothing(extra_studies):
+    found, broken = studies.discover()
+    assert "fake_study" in found and "lock_zoo" in found
+    assert list(broken) == ["alloclab.studies.broken_study"]
+    assert "half-written" in broken["alloclab.studies.broken_study"]
+    assert studies.find("fake_scenario").name == "fake_study"  # found by the scenario it runs
+
+
+def test_reproduce_writes_table_data_meta_and_plots(extra_studies, tmp_path):
+    out = tmp_path / "results"
+    done = studies.reproduce("fake_study", quick=True, out=out, progress=False)
+    assert done.out_dir.parent == out / "fake_study"
+    names = {p.name for p in done.files}
+    assert {"table.csv", "published.csv", "data.csv", "workers.csv", "lockstat.csv", "meta.json", "bars.png"} <= names
+    table = pd.read_csv(done.out_dir / "table.csv")
+    assert table.columns.tolist() == ["lock", "acquisitions", "published_acquisitions"]
+    assert table["published_acquisitions"].tolist()[0] == 42 and pd.isna(table["published_acquisitions"][1])
+    meta = al.results.load(done.out_dir).meta
+    assert meta["study"]["seed"] == "fake-seed-patch" and meta["study"]["plots"] == ["bars.png"]
+    assert meta["scenario"] == "lock_zoo" and meta["grid"] == {"lock": ["spin", "mcs"]}
+    assert meta["study"]["notes"] == ["fake"]
+    again = studies.reproduce("fake_study", quick=True, out=out, progress=False)
+    assert again.out_dir != done.out_dir  # a second run in the same second gets its own folder
+
+
+def test_find_unknown_lists_available():
+    with pytest.raises(ValueError, match="lock_zoo"):
+        studies.find("nope")
+
+
+def test_beside_matches_on_keys():
+    ours = pd.DataFrame({"regions": [1, 2, 3], "t": [7.0, 8.0, 9.0]})
+    published = pd.DataFrame({"regions": [1, 3], "t": [7.1, 21.0]})
+    out = studies.beside(ours, published, on=["regions"])
+    assert out["regions"].tolist() == [1, 2, 3]
+    assert out["published_t"].tolist()[0::2] == [7.1, 21.0] and pd.isna(out["published_t"][1])
+    empty = studies.beside(ours, published.iloc[0:0], on=["regions"])
+    assert empty["published_t"].isna().all() and len(empty) == 3
+
+
+def test_lock_zoo_table_marks_oversubscription(tmp_path):
+    from alloclab.studies import lock_zoo
+
+    sweep = al.sweep("lock_zoo", grid={"lock": ["spin", "mcs"], "threads": [1, 2, 4]}, repeats=2, progress=False,
+                     iterations=100, hold_ns=10)  # fmt: skip
+    table = lock_zoo.summarize(sweep, ["spin", "mcs"])
+    assert table[["threads", "lock"]].values.tolist() == [
+        [1, "spin"], [1, "mcs"], [2, "spin"], [2, "mcs"], [4, "spin"], [4, "mcs"]
+    ]  # fmt: skip
+    pus = al.Topology.host().pus
+    assert table["oversubscribed"].tolist() == [t > pus for t in table["threads"]]
+    assert table["runs"].tolist() == [2] * 6
+    assert table["published_acquisitions_per_s"].isna().all()
+    assert table.loc[table["lock"] == "spin", "ratio_vs_spin"].tolist() == [1.0, 1.0, 1.0]
