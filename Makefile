@@ -21,7 +21,7 @@ CTEST := $(abspath $(VENV))/bin/ctest
 LOCK := flock $(STAMPS)/.lock
 QUIET_PIP := 2>&1 | { grep -v '^WARNING: Location' || true; }  # this machine's pip config warns per package
 
-.PHONY: run test bench lint format install cpp sysdeps clean test-cpp test-py
+.PHONY: run test bench lint format install cpp sysdeps clean test-cpp test-py test-asan test-tsan
 
 run: install
 	$(VENV)/bin/alloclab reproduce all --quick
@@ -37,6 +37,27 @@ test-py: install
 bench: cpp
 	$(CPP_BUILD)/alloclab_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=$(BUILD)/bench.json --benchmark_out_format=json
+
+# Sanitizers: AddressSanitizer + UndefinedBehaviorSanitizer over the C++ tests and over the Python tests with the
+# sanitized module (leak checking is off there: CPython itself keeps memory until exit); ThreadSanitizer over the
+# C++ tests, which run every lock kind and every scenario on threads. libstdc++ is preloaded with libasan because
+# python does not link it, and ASan must see __cxa_throw when it starts.
+ASAN_DIR := $(BUILD)/asan
+TSAN_DIR := $(BUILD)/tsan
+SAN_CMAKE = $(CMAKE) -S . -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALLOCLAB_TESTS=ON \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir)
+
+test-asan: install
+	$(LOCK) $(SAN_CMAKE) -B $(ASAN_DIR) -DALLOCLAB_SANITIZE=address,undefined -DALLOCLAB_PYTHON=ON >/dev/null
+	$(LOCK) $(CMAKE) --build $(ASAN_DIR)
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 $(CTEST) --output-on-failure -j2
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 \
+	  $(VPY) python/tests/run_sanitized.py $(ASAN_DIR) -q -p no:cacheprovider python/tests
+
+test-tsan: install
+	$(LOCK) $(SAN_CMAKE) -B $(TSAN_DIR) -DALLOCLAB_SANITIZE=thread -DALLOCLAB_PYTHON=OFF >/dev/null
+	$(LOCK) $(CMAKE) --build $(TSAN_DIR)
+	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 $(CTEST) --output-on-failure -j2
 
 lint: install
 	clang-format --dry-run --Werror $$(find cpp -name '*.cpp' -o -name '*.hpp')
