@@ -172,6 +172,31 @@ TEST(Runner, LockZooCountsExactlyAndRecordsProvenance) {
   EXPECT_EQ(std::get<bool>(prov("oversubscribed")), 3 > Topology::host()->nr_pus());
 }
 
+// Declares more memory than any machine has: the runner must refuse before prepare() allocates.
+class Greedy final : public Scenario {
+ public:
+  int nr_workers() const override { return 1; }
+  MemoryNeed memory_needed(const Machine&) const override { return {uint64_t(1) << 60, "mem_map 1.0 EiB"}; }
+  void prepare(const RunEnv&) override { prepared = true; }
+  void work(WorkerCtx&) override {}
+  void finish(const RunEnv&, RunResult&) override {}
+  bool prepared = false;
+};
+
+TEST(Runner, RunThatDoesNotFitFailsBeforeAllocating) {
+  Greedy sc;
+  const std::string msg = error_of([&] { run_scenario(sc, "greedy", Params(), RunOptions()); });
+  EXPECT_EQ(msg.rfind("memory: this run needs 1073741824.0 GiB (mem_map 1.0 EiB) but only ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(format_bytes(memory_available())), std::string::npos) << msg;
+  EXPECT_FALSE(sc.prepared);
+}
+
+TEST(Runner, FormatBytes) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");
+  EXPECT_EQ(format_bytes(uint64_t(3) << 29), "1.5 GiB");
+}
+
 TEST(Runner, UnknownScenarioIsAnError) {
   EXPECT_EQ(error_of([] { run("lock_zo", {}, RunOptions()); }).rfind("scenario: unknown scenario 'lock_zo'", 0), 0u);
 }

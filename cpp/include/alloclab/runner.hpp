@@ -13,6 +13,7 @@
 #include "alloclab/lock_class.hpp"
 #include "alloclab/params.hpp"
 #include "alloclab/result.hpp"
+#include "alloclab/scenario.hpp"
 #include "alloclab/topology.hpp"
 
 namespace alloclab {
@@ -31,11 +32,16 @@ struct RunOptions {
 // Looks the scenario up, validates `params` against its declaration, builds it and runs it.
 RunResult run(const std::string& scenario, const std::map<std::string, Value>& params, const RunOptions& opt);
 
-class Scenario;
 // Runs an already-built scenario (`name` and `params` are recorded in the result). run() ends here; tests use it to
 // drive scenarios of their own.
 RunResult run_scenario(Scenario& sc, const std::string& name, const Params& params, const RunOptions& opt);
 
 std::string version();
+
+// Bytes this process may still allocate: MemAvailable, lowered by the cgroup's memory.max - memory.current.
+uint64_t memory_available();
+// Throws std::invalid_argument("memory: this run needs ... but only ... are available") when `need` does not fit.
+void check_memory(const MemoryNeed& need);
+std::string format_bytes(uint64_t bytes);  // "1.5 GiB", "12.0 MiB", "512 B"
 
 }  // namespace alloclab

@@ -59,10 +59,19 @@ class WorkerCtx {
   std::vector<std::pair<std::string, double>> metrics_;
 };
 
+// What a run will allocate (mem_map, arenas, areas), declared before anything is allocated.
+struct MemoryNeed {
+  uint64_t bytes = 0;
+  std::string detail;  // e.g. "mem_map 16 MiB + page arenas 1 GiB"
+};
+
 class Scenario {
  public:
   virtual ~Scenario() = default;
   virtual int nr_workers() const = 0;
+  // The memory prepare() will allocate. The runner refuses a run that needs more than the machine has available,
+  // before prepare() allocates anything. Scenarios that allocate more than a few MiB must override it.
+  virtual MemoryNeed memory_needed(const Machine&) const { return {}; }
   // Where the workers run. Default: the run's placement policy over the model topology.
   virtual std::vector<Slot> place(const Machine& m, const Placement& p) const { return m.place(nr_workers(), p); }
   // The scenario's own lock kinds (lock_zoo's `lock`); the user's `locks=` entries win over them.
