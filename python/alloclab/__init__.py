@@ -12,11 +12,12 @@ from ._catalogue import lock_classes, lock_kinds, scenarios
 from ._core import __version__
 from ._run import RunResult, run
 from .config import quick
-from .sweep import SweepResult, sweep
+from .sweep import SweepInterrupted, SweepResult, sweep
 from .topology import Topology
 
 __all__ = [
     "RunResult",
+    "SweepInterrupted",
     "SweepResult",
     "Topology",
     "__version__",

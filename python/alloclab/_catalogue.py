@@ -14,7 +14,9 @@ def scenarios() -> pd.DataFrame:
 
     Returns:
         A DataFrame with one row per (scenario, parameter): ``scenario, parameter, type, default, allowed, doc``
-        and the scenario's own description in ``scenario_doc``. Options common to every run (topology,
+        and the scenario's own description in ``scenario_doc``, then the declared range as data: ``min`` and
+        ``max`` (ints for ``int`` parameters, floats for ``float`` ones, ``None`` otherwise) and ``choices`` (the
+        allowed values of a ``choice`` parameter, else ``None``). Options common to every run (topology,
         placement, lockstat, locks, strict, seed, timeout_s) are documented on :func:`alloclab.run`.
     """
     rows = []
@@ -29,9 +31,23 @@ def scenarios() -> pd.DataFrame:
                     "allowed": p["allowed"],
                     "doc": p["doc"],
                     "scenario_doc": s["doc"],
+                    "min": _bound(p, "min"),
+                    "max": _bound(p, "max"),
+                    "choices": list(p["choices"]) if p["type"] == "choice" else None,
                 }
             )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for col in ("min", "max"):  # keep ints exact (a float column would round 64-bit bounds)
+        table[col] = pd.Series([r[col] for r in rows], dtype=object)
+    return table
+
+
+def _bound(param: dict, key: str) -> int | float | None:
+    if param["type"] == "int":
+        return int(param[key])
+    if param["type"] == "float":
+        return float(param[key])
+    return None
 
 
 def lock_kinds() -> pd.DataFrame:

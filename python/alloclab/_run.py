@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,9 +72,10 @@ def run(
 
     Args:
         scenario: a scenario name; :func:`alloclab.scenarios` lists them with their parameters.
-        topology: the model machine (``Topology.synthetic("node:4 core:2 pu:1")``, ``Topology.from_xml(path)``);
-            None means the host. Model PUs run on host PUs modulo the host's count; a run with more workers than
-            host PUs is *oversubscribed* and says so in ``provenance``.
+        topology: the model machine (``Topology.synthetic("node:4 core:2 pu:1")``, ``Topology.from_xml(path)``,
+            or a synthetic description string); None or ``"host"`` means the host. Model PUs run on host PUs modulo
+            the host's count; a run with more workers than host PUs is *oversubscribed* and says so in
+            ``provenance``.
         placement: ``"compact"`` (fill model PUs in order), ``"scatter"`` (round-robin over model nodes), or an
             explicit list with one model PU per worker.
         lockstat: collect ``/proc/lock_stat``-style statistics (``False`` makes the hooks free).
@@ -81,24 +83,28 @@ def run(
             and :func:`lock_kinds`.
         strict: make a failure to bind a worker to its CPU an error instead of a recorded ``bind_ok=False``.
         seed: seed of every random choice of the run (each worker draws its own stream from it).
-        timeout_s: stop the run after this many seconds (0: no limit); a stopped run says so.
+        timeout_s: stop the run after this many seconds (0: no limit); a stopped run returns normally with
+            ``stopped=True`` and ``stop_reason="timeout after ..."``, its figures covering the part that ran.
         **params: the scenario's parameters (unknown names or out-of-range values raise ``ValueError``).
 
     Raises:
-        ValueError: a parameter is unknown, of the wrong type or out of range (the message names it).
+        ValueError: a parameter or option is unknown, of the wrong type or out of range (the message starts with
+            its name), or the run needs more memory than is available (the message starts with ``memory:`` and
+            gives both figures; nothing was allocated).
         KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined.
     """
-    core_topo = None if topology is None else topology._core
+    for name, value in params.items():
+        _check_int_width(name, value, scenario)
     raw = _core.run(
         scenario,
         dict(params),
-        core_topo,
-        placement if isinstance(placement, str) else list(placement),
+        _core_topology(topology),
+        _placement(placement),
         bool(lockstat),
-        dict(locks or {}),
+        _locks(locks),
         bool(strict),
-        int(seed),
-        float(timeout_s),
+        _seed(seed),
+        _timeout(timeout_s),
     )
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
@@ -113,3 +119,80 @@ def run(
         stop_reason=raw["stop_reason"],
         _lockstat_text=raw["lockstat_text"],
     )
+
+
+# --- argument checks the binding cannot word well ------------------------------------------------------------
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, (bool, float)):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_int_width(name: str, value: Any, scenario: str) -> None:
+    """Integers wider than 64 bits would fail inside pybind11 with a RuntimeError; name the parameter instead."""
+    if not _is_integer(value):
+        return
+    v = operator.index(value)
+    if _INT64[0] <= v <= _INT64[1]:
+        return
+    allowed = "a 64-bit integer"
+    for s in _core.scenarios():
+        if s["name"] == scenario:
+            allowed = next((p["allowed"] for p in s["params"] if p["name"] == name), allowed)
+    raise ValueError(f"{name}: value out of range: {v} (allowed: {allowed})")
+
+
+def _core_topology(topology: Any) -> Any:
+    if topology is None or (isinstance(topology, str) and topology == "host"):
+        return None
+    if isinstance(topology, str):
+        return Topology.synthetic(topology)._core
+    if isinstance(topology, Topology):
+        return topology._core
+    raise ValueError(f"topology: expected a Topology, a synthetic description or None, got {topology!r}")
+
+
+def _placement(placement: Any) -> Any:
+    if isinstance(placement, str):
+        return placement
+    items = None if isinstance(placement, (bytes, Mapping)) or not isinstance(placement, Iterable) else list(placement)
+    if items is None or not all(_is_integer(p) for p in items):
+        raise ValueError(f"placement: expected 'compact', 'scatter' or a list of model PU numbers, got {placement!r}")
+    return [operator.index(p) for p in items]
+
+
+def _locks(locks: Any) -> dict[Any, Any]:
+    if locks is None:
+        return {}
+    if not isinstance(locks, Mapping):
+        raise ValueError(f"locks: expected a mapping of lock class -> lock kind, got {locks!r}")
+    return dict(locks)
+
+
+def _seed(seed: Any) -> int:
+    if not _is_integer(seed):
+        raise ValueError(f"seed: expected an integer, got {seed!r} (allowed: 0..{_INT64[1]})")
+    value = operator.index(seed)
+    if value < 0:
+        raise ValueError(f"seed: {value} is negative (allowed: >= 0)")
+    if value > _INT64[1]:
+        raise ValueError(f"seed: value out of range: {value} (allowed: 0..{_INT64[1]})")
+    return value
+
+
+def _timeout(timeout_s: Any) -> float:
+    try:
+        value = float(timeout_s)
+    except (TypeError, ValueError):
+        raise ValueError(f"timeout_s: expected a number of seconds, got {timeout_s!r}") from None
+    if isinstance(timeout_s, bool) or not (value >= 0):
+        raise ValueError(f"timeout_s: {timeout_s!r} (allowed: >= 0, 0 for no limit)")
+    return value

@@ -5,12 +5,14 @@
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR]
-    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR] [--topology T] [--lock CLASS=KIND]
+    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume]] [--timeout S] [--topology T] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
 In ``sweep``, a comma makes an axis of the grid (``threads=1,2,4``); a single value is a fixed parameter.
+``sweep --out DIR`` saves the finished rows after every run; after Ctrl-C (exit status 130) or a crash, the same
+command with ``--resume`` runs only the runs DIR does not hold with status ok.
 """
 
 from __future__ import annotations
@@ -210,14 +212,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from . import results
-    from .sweep import sweep
+    from .sweep import SweepInterrupted, sweep
 
     fixed, grid = parse_assignments(args.params, _types(args.scenario), lists=True)
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out DIR (the directory of the sweep to resume)")
     options = _options(args, fixed)
     progress = _progress(args)
-    out = sweep(args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=True, **options, **fixed)
-    runs = out.runs
+    try:
+        out = sweep(
+            args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=bool(args.detail),
+            out=args.out, resume=bool(args.resume) or None, **options, **fixed,
+        )  # fmt: skip
+    except SweepInterrupted as exc:
+        print(f"alloclab sweep: interrupted after {exc.done} of {exc.total} runs", file=sys.stderr)
+        if exc.saved is not None:
+            print(f"the finished runs are saved in {exc.saved}; add --resume to continue", file=sys.stderr)
+        return 130
+    runs = out.runs if args.detail else out
+    meta = runs.attrs.get("alloclab") or {}
+    if meta.get("reused_runs"):
+        print(f"resumed from {meta.get('resumed_from')}: {meta['reused_runs']} runs reused, not run again")
     keys = list(grid) or ["config"]
     figures = [c for c in runs.columns[list(runs.columns).index("workers_bound") + 1 :]]
     ok = runs[runs["status"] == "ok"]
@@ -234,8 +249,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         where = " ".join(f"{k}={row[k]}" for k in keys)
         print(f"{row['status']}: {where}: {row['error']}")
     if args.out:
-        path = results.save(out if args.detail else runs, args.out)
-        print(f"saved to {path}")
+        print(f"saved to {args.out}")
     return 0 if len(ok) else 1
 
 
@@ -317,7 +331,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("params", nargs="*", metavar="k=v1,v2", help="grid axes (with commas) and fixed parameters")
     p.add_argument("--repeats", type=int, default=3, help="runs per configuration, interleaved (default 3)")
-    p.add_argument("--out", metavar="DIR", help="save the table and meta.json (with provenance) to DIR")
+    p.add_argument(
+        "--out", metavar="DIR", help="save the table and meta.json (with provenance) to DIR, after every run"
+    )
+    p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     _run_options(p)

@@ -16,7 +16,7 @@ import shlex
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -132,12 +132,28 @@ def save(
         format: ``"parquet"``, ``"csv"`` or ``"auto"`` (Parquet when pyarrow is importable, else CSV). If
             Parquet cannot store a table (mixed-type columns), CSV is written instead and ``meta.json`` says why.
 
+    Every file is written under a temporary name in ``directory`` and then renamed over the old one, tables
+    first and ``meta.json`` last, so an interrupted save leaves the previous complete file of each name in place
+    (this is what lets :func:`alloclab.sweep` save after every run).
+
     Returns:
         The directory.
 
     Raises:
         ValueError: an unknown ``format``, or ``data`` of an unsupported type.
     """
+    return _save(data, directory, meta=meta, format=format, env=None)
+
+
+def _save(
+    data: pd.DataFrame | SweepResult | RunResult,
+    directory: str | os.PathLike,
+    *,
+    meta: Mapping[str, Any] | None,
+    format: str,
+    env: Mapping[str, Any] | None,
+) -> Path:
+    """:func:`save` with the :func:`environment` given (a sweep saving after every run computes it once)."""
     if format not in ("auto", "parquet", "csv"):
         raise ValueError(f"format: expected 'auto', 'parquet' or 'csv', got {format!r}")
     tables, data_meta = _split(data)
@@ -149,16 +165,18 @@ def save(
     files: dict[str, str] = {}
     schema: dict[str, Any] = {}
     notes: list[str] = []
+    stale: list[Path] = []
     for name, table in tables.items():
         if table is None:
             continue
-        files[name], note = _write_table(table, directory / name, format)
+        files[name], note, other = _write_table(table, directory / name, format)
+        stale.append(other)
         schema[name] = _schema(table)
         if note:
             notes.append(note)
 
     out = _provenance(data_meta, tables["data"])
-    out.update(environment())
+    out.update(environment() if env is None else env)
     out["saved"] = _utc_now()
     out["files"] = files
     out["schema"] = schema
@@ -166,7 +184,9 @@ def save(
         out["format_notes"] = notes
     if meta:
         out.update({str(k): _json(v) for k, v in meta.items()})
-    (directory / "meta.json").write_text(json.dumps(_json(out), indent=2, sort_keys=False) + "\n")
+    _atomic(directory / "meta.json", lambda tmp: tmp.write_text(json.dumps(_json(out), indent=2) + "\n"))
+    for path in stale:
+        _remove(path)
     return directory
 
 
@@ -216,6 +236,7 @@ def _split(data: Any) -> tuple[dict[str, pd.DataFrame | None], dict[str, Any]]:
     if isinstance(data, RunResult):
         row = {"scenario": data.scenario, **data.params}
         row.update(status="stopped" if data.stopped else "ok", error=data.stop_reason)
+        row["seed"] = data.provenance.get("seed")
         row.update({k: v for k, v in data.summary.items() if k not in row})
         prov = data.provenance
         meta = {
@@ -284,22 +305,21 @@ def _schema(table: pd.DataFrame) -> dict[str, Any]:
     return {"dtypes": dtypes, "strings_without_na": strings}
 
 
-def _write_table(table: pd.DataFrame, stem: Path, format: str) -> tuple[str, str]:
+def _write_table(table: pd.DataFrame, stem: Path, format: str) -> tuple[str, str, Path]:
+    """Write one table; returns its file name, a note when Parquet fell back to CSV, and the file of the other
+    format, which the caller removes once ``meta.json`` no longer lists it."""
     if format == "parquet":
         path = stem.with_suffix(".parquet")
         try:
-            table.to_parquet(path, index=False)
-            _remove(stem.with_suffix(".csv"))
-            return path.name, ""
+            _atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
+            return path.name, "", stem.with_suffix(".csv")
         except Exception as exc:  # pyarrow refuses mixed-type object columns and the like
-            _remove(path)
             note = f"{stem.name}: written as CSV because Parquet failed ({type(exc).__name__}: {exc})"
     else:
         note = ""
     path = stem.with_suffix(".csv")
-    table.to_csv(path, index=False)
-    _remove(stem.with_suffix(".parquet"))
-    return path.name, note
+    _atomic(path, lambda tmp: table.to_csv(tmp, index=False))
+    return path.name, note, stem.with_suffix(".parquet")
 
 
 def _read_table(path: Path, schema: Mapping[str, Any] | None) -> pd.DataFrame:
@@ -322,6 +342,16 @@ def _read_table(path: Path, schema: Mapping[str, Any] | None) -> pd.DataFrame:
             except (TypeError, ValueError):
                 pass  # keep what read_csv inferred
     return table
+
+
+def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write ``path`` through ``write(tmp)`` on a temporary file in the same directory, then rename it over."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
 
 
 def _remove(path: Path) -> None:

@@ -3,15 +3,25 @@
 A sweep runs every configuration of a grid ``repeats`` times, *interleaved* (all configurations for repeat 0,
 then all for repeat 1, ...) so that machine drift spreads over every configuration instead of biasing one, and
 returns a tidy (long-format) table with one row per run. A configuration that fails becomes a row with
-``status="error"`` and the message; the sweep goes on.
+``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with ``status="stopped"``; the
+sweep goes on.
+
+Long sweeps survive interruption: with ``out=DIR`` the finished rows are saved (atomically) after every run;
+Ctrl-C stops the current run within a second and raises :class:`SweepInterrupted`, a ``KeyboardInterrupt`` that
+carries the finished rows; ``resume=DIR`` runs only the (configuration, repeat) pairs that DIR does not already
+hold with ``status="ok"``.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -20,7 +30,7 @@ from ._catalogue import scenarios as _scenarios
 from ._run import RunResult, run
 from .topology import Topology
 
-__all__ = ["RUN_OPTIONS", "SweepResult", "configurations", "sweep"]
+__all__ = ["RUN_OPTIONS", "SweepInterrupted", "SweepResult", "configurations", "sweep"]
 
 #: Options of :func:`alloclab.run` that may also appear as grid axes or fixed values of a sweep.
 RUN_OPTIONS = ("topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s")
@@ -28,10 +38,13 @@ RUN_OPTIONS = ("topology", "placement", "lockstat", "locks", "strict", "seed", "
 #: Columns every sweep table starts with (then the grid and fixed parameters, then these status columns,
 #: then the scenario's summary figures).
 KEY_COLUMNS = ("run", "config", "repeat", "scenario")
-STATUS_COLUMNS = ("status", "error", "oversubscribed", "n_workers", "workers_bound")
+STATUS_COLUMNS = ("status", "error", "seed", "oversubscribed", "n_workers", "workers_bound")
 
 # Provenance keys that differ from run to run by nature and so never count as a "varying" setting.
 _PER_RUN_KEYS = {"started", "ended"}
+
+# Options that may differ between a saved sweep and the one resuming it (they do not change what a run measures).
+_RESUMABLE_OPTIONS = {"timeout_s"}
 
 
 @dataclass
@@ -60,6 +73,41 @@ class SweepResult:
         )
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep; the exception carries the rows that finished.
+
+    It is a ``KeyboardInterrupt``, so a script stops and a notebook cell shows as interrupted (a "Run All" does
+    not go on to plot half a sweep as if it were whole). The finished rows are not lost:
+
+    * ``exc.result``: what the sweep would have returned (the tidy table, or a :class:`SweepResult` with
+      ``detail=True``) holding only the finished runs; its meta data (``attrs["alloclab"]``) says
+      ``interrupted: True`` and ``complete: False``. In Jupyter, right after the interrupt:
+      ``df = sys.last_value.result``.
+    * ``exc.saved``: the ``out`` directory, where the same rows were saved, or ``None``. Run the same call with
+      ``resume=that directory`` (or ``resume=True``) to do only what is missing.
+
+    Attributes:
+        result: the partial table or :class:`SweepResult`.
+        saved: the directory the partial result was saved to, or ``None`` without ``out``.
+        done: runs in ``result`` (finished now or reused from a resumed directory).
+        total: runs the sweep planned.
+    """
+
+    def __init__(self, result: pd.DataFrame | SweepResult, saved: Path | None, done: int, total: int):
+        where = f"; saved to {saved} (resume=... continues it)" if saved is not None else ""
+        super().__init__(
+            f"sweep interrupted after {done} of {total} runs; the finished rows are in this exception's .result"
+            f" (Jupyter: sys.last_value.result){where}"
+        )
+        self.result = result
+        self.saved = saved
+        self.done = done
+        self.total = total
+
+    def __reduce__(self):  # copy and pickle with the constructor's arguments, not the message
+        return (type(self), (self.result, self.saved, self.done, self.total))
+
+
 def configurations(grid: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The configurations of a grid, in sweep order (the last axis varies fastest).
 
@@ -81,6 +129,8 @@ def sweep(
     *,
     progress: bool = True,
     detail: bool = False,
+    out: str | os.PathLike | None = None,
+    resume: bool | str | os.PathLike | None = None,
     placement: str | Sequence[int] = "compact",
     lockstat: bool = True,
     locks: Mapping[str, str] | None = None,
@@ -103,26 +153,42 @@ def sweep(
         progress: show a ``tqdm.auto`` bar (terminal or notebook) with the current configuration and an ETA.
         detail: ``False`` returns the tidy table; ``True`` returns a :class:`SweepResult` that also holds the
             per-worker and lock_stat tables of every run.
+        out: a results directory: the finished rows (and with ``detail=True`` the detail tables) are saved there
+            with :func:`alloclab.results.save` after every run and at the end. Each file is written to a
+            temporary name and renamed, so a crash or Ctrl-C at any moment leaves the last complete save.
+            ``meta.json`` says ``complete`` (every planned run has a row) and ``interrupted``.
+        resume: a directory saved by an earlier sweep of the same scenario (or ``True``: the ``out``
+            directory). Its rows with ``status="ok"`` whose (grid and fixed parameter values, repeat) match a
+            run of this sweep are reused, not run again; everything else (missing, ``error`` and ``stopped``
+            rows) runs. The result holds both, in sweep order, as if the sweep had run at once; meta data
+            ``reused_runs`` counts the reused ones. A directory that does not exist yet, or holds no saved
+            result, starts a fresh sweep, so ``al.sweep(..., out=d, resume=d)`` can be repeated until complete.
+            Saved rows that match no run of this sweep are left out (with a warning).
         placement: worker placement for every run (see :func:`alloclab.run`).
         lockstat: collect lock statistics.
         locks: lock class -> lock kind overrides for every run.
         strict: make binding failures errors (they then show up as error rows).
         seed: the seed of every run (the same for all repeats, so repeats differ only by timing).
-        timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row.
+        timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row whose
+            ``error`` column gives the reason (``"timeout after ..."``) and whose figures cover the part that ran.
         **fixed: scenario parameters held constant over the sweep (each becomes a column too).
 
     Returns:
         A DataFrame with one row per run, in the order the runs happened: ``run, config, repeat, scenario``,
         one column per grid axis and fixed parameter, ``status`` (``"ok"``, ``"error"`` or ``"stopped"``),
-        ``error`` (the message, ``""`` when ok), ``oversubscribed``, ``n_workers``, ``workers_bound``, then the
-        scenario's summary figures (NaN on error rows). Its ``attrs["alloclab"]`` holds the sweep's meta data
-        (scenario, grid, fixed, options, start and end time, the runs' common provenance); :func:`alloclab.results.save`
-        writes it to ``meta.json``. With ``detail=True``, a :class:`SweepResult` instead.
+        ``error`` (the message, ``""`` when ok), ``seed``, ``oversubscribed``, ``n_workers``, ``workers_bound``,
+        then the scenario's summary figures (NaN on error rows). Its ``attrs["alloclab"]`` holds the sweep's meta
+        data (scenario, grid, fixed, options, start and end time, the runs' common provenance, ``complete``,
+        ``interrupted``, ``resumed_from``, ``reused_runs``); :func:`alloclab.results.save` writes it to
+        ``meta.json``. With ``detail=True``, a :class:`SweepResult` instead.
 
     Raises:
         ValueError: the scenario does not exist, a grid/fixed name is neither one of its parameters nor a run
-            option, an axis is empty, or ``repeats < 1``. (A *value* the engine rejects only makes error rows.)
-        KeyboardInterrupt: Ctrl-C stops the sweep (the current run is stopped and joined first).
+            option, an axis is empty, ``repeats < 1``, or ``resume`` names a saved result of another scenario or
+            with other run options (seed, topology, placement, locks, lockstat, strict). (A *value* the engine
+            rejects only makes error rows.)
+        SweepInterrupted: Ctrl-C. The current run is stopped and its threads joined, the finished rows are saved
+            (with ``out``) and carried by the exception (``.result``); it is a ``KeyboardInterrupt``.
     """
     grid = dict(grid or {})
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
@@ -141,27 +207,30 @@ def sweep(
         "seed": seed,
         "timeout_s": timeout_s,
     }
+    out_dir = None if out is None else Path(out)
+    resume_dir = _resume_dir(resume, out_dir)
+    previous = _Previous.load(resume_dir, scenario, options) if resume_dir is not None else None
     plan = [(r, c) for r in range(repeats) for c in range(len(configs))]
 
-    started = _utc_now()
-    rows: list[dict[str, Any]] = []
-    worker_tables: list[pd.DataFrame] = []
-    lockstat_tables: list[pd.DataFrame] = []
-    provenances: list[dict[str, Any]] = []
-    first_params: dict[str, Any] | None = None
+    state = _State(scenario, grid, fixed, repeats, options, configs, plan, detail, out_dir, previous)
+    state.reuse()
+    pending = [i for i in range(len(plan)) if i not in state.rows]
 
-    bar = _progress_bar(len(plan), scenario, enabled=progress)
     topo_cache: dict[str, Topology | None] = {}
+    bar = None
     try:
-        for run_index, (repeat, config_index) in enumerate(plan):
+        bar = _progress_bar(len(plan), scenario, enabled=progress, initial=len(plan) - len(pending))
+        for run_index in pending:
+            repeat, config_index = plan[run_index]
             config = configs[config_index]
             if bar is not None:
                 bar.set_postfix_str(_config_label(config, repeat, repeats))
             keys = {"run": run_index, "config": config_index, "repeat": repeat, "scenario": scenario}
             params = {k: _label(v) for k, v in {**config, **fixed}.items()}
             row: dict[str, Any] = {**keys, **params}
+            call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+            row["seed"] = _label(call["seed"])
             try:
-                call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
                 call["topology"] = _topology(call["topology"], topo_cache)
                 scen_params = {k: v for k, v in {**fixed, **config}.items() if k not in RUN_OPTIONS}
                 result = run(scenario, **call, **scen_params)
@@ -169,34 +238,228 @@ def sweep(
                 raise
             except Exception as exc:  # an invalid configuration, out of memory, a binding failure with strict
                 row.update(status="error", error=f"{type(exc).__name__}: {exc}")
-                rows.append(row)
+                state.add(run_index, row)
             else:
-                if first_params is None:
-                    first_params = dict(result.params)
-                rows.append(_ok_row(row, result))
-                provenances.append(result.provenance)
-                if detail:
-                    worker_tables.append(_keyed(result.workers, keys, params))
-                    lockstat_tables.append(_keyed(result.lockstat, keys, params))
+                state.add(run_index, _ok_row(row, result), result, keys, params)
+            if out_dir is not None:
+                state.save()
             if bar is not None:
                 bar.update(1)
+    except KeyboardInterrupt as exc:
+        if bar is not None:
+            bar.close()
+            bar = None
+        partial = state.build(interrupted=True)
+        saved = state.save(partial) if out_dir is not None else None
+        raise SweepInterrupted(partial, saved, len(state.rows), len(plan)) from exc
     finally:
         if bar is not None:
             bar.close()
-    ended = _utc_now()
 
-    table = _tidy(rows, grid, fixed)
-    meta = _meta(scenario, grid, fixed, repeats, options, configs, table, provenances, first_params)
-    meta.update(started=started, ended=ended)
-    table.attrs["alloclab"] = meta
-    if not detail:
-        return table
-    return SweepResult(
-        runs=table,
-        workers=_concat(worker_tables),
-        lockstat=_concat(lockstat_tables),
-        meta=meta,
-    )
+    result = state.build(interrupted=False)
+    if out_dir is not None:
+        state.save(result)
+    return result
+
+
+# --- sweep state: rows so far, reused rows, saving ----------------------------------------------------------
+
+
+class _Previous:
+    """The rows of a saved sweep that a resumed one may reuse."""
+
+    def __init__(self, path: Path, table: pd.DataFrame, meta: dict[str, Any], workers: Any, lockstat: Any):
+        self.path = path
+        self.table = table
+        self.meta = meta
+        self.workers = workers
+        self.lockstat = lockstat
+
+    @classmethod
+    def load(cls, path: Path, scenario: str, options: Mapping[str, Any]) -> _Previous | None:
+        from . import results
+
+        if not (path / "meta.json").is_file():
+            return None
+        loaded = results.load(path)
+        meta = loaded.meta
+        if meta.get("kind") != "sweep" or meta.get("scenario") != scenario:
+            what = f"a {meta.get('kind')} of {meta.get('scenario')!r}"
+            raise ValueError(f"resume: {path} holds {what}, not a sweep of {scenario!r}; use another directory")
+        saved = meta.get("options") or {}
+        for name, value in options.items():
+            if name in _RESUMABLE_OPTIONS or name not in saved:
+                continue
+            now = _json(_label(value))
+            if saved[name] != now:
+                raise ValueError(
+                    f"resume: {path} was swept with {name}={saved[name]!r}, this sweep has {name}={now!r}; "
+                    "resume with the same options or save to another directory"
+                )
+        return cls(path, loaded.data, meta, loaded.workers, loaded.lockstat)
+
+    def ok_rows(self, names: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """Saved ``ok`` rows by (parameter values, repeat); rows missing a parameter column match nothing."""
+        table = self.table
+        if "status" not in table.columns or any(n not in table.columns for n in names):
+            return {}
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in table[table["status"] == "ok"].to_dict("records"):
+            out.setdefault(_run_key({n: row[n] for n in names}, row["repeat"]), row)
+        return out
+
+
+class _State:
+    """What a sweep has so far, by run index; builds the (partial) result and saves it."""
+
+    def __init__(
+        self,
+        scenario: str,
+        grid: dict[str, Any],
+        fixed: dict[str, Any],
+        repeats: int,
+        options: dict[str, Any],
+        configs: list[dict[str, Any]],
+        plan: list[tuple[int, int]],
+        detail: bool,
+        out: Path | None,
+        previous: _Previous | None,
+    ):
+        self.scenario, self.grid, self.fixed, self.repeats = scenario, grid, fixed, repeats
+        self.options, self.configs, self.plan, self.detail = options, configs, plan, detail
+        self.out, self.previous = out, previous
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.workers: dict[int, pd.DataFrame] = {}
+        self.lockstat: dict[int, pd.DataFrame] = {}
+        self.provenances: list[dict[str, Any]] = []
+        self.first_params: dict[str, Any] | None = None
+        self.reused: list[int] = []
+        self.started = _utc_now()
+        self._env: dict[str, Any] | None = None
+
+    def reuse(self) -> None:
+        if self.previous is None:
+            return
+        names = [*self.grid, *self.fixed]
+        saved = self.previous.ok_rows(names)
+        remap: dict[Any, tuple[int, int]] = {}  # saved run number -> (run, config) in this sweep
+        for run_index, (repeat, config_index) in enumerate(self.plan):
+            params = {k: _label(v) for k, v in {**self.configs[config_index], **self.fixed}.items()}
+            row = saved.pop(_run_key(params, repeat), None)
+            if row is None:
+                continue
+            remap[row["run"]] = (run_index, config_index)
+            self.rows[run_index] = {**row, "run": run_index, "config": config_index}
+            self.reused.append(run_index)
+        if saved:
+            warnings.warn(
+                f"resume: {len(saved)} ok row(s) in {self.previous.path} match no run of this sweep (another grid "
+                "or fixed parameters) and are left out of its result",
+                stacklevel=3,
+            )
+        if self.detail:
+            for name, table in (("workers", self.previous.workers), ("lockstat", self.previous.lockstat)):
+                if table is None or "run" not in getattr(table, "columns", ()):
+                    continue
+                target = getattr(self, name)
+                for old, part in table[table["run"].isin(list(remap))].groupby("run", sort=False):
+                    new_run, new_config = remap[old]
+                    part = part.copy()
+                    part["run"] = new_run
+                    if "config" in part.columns:
+                        part["config"] = new_config
+                    target[new_run] = part
+
+    def add(
+        self,
+        run_index: int,
+        row: dict[str, Any],
+        result: RunResult | None = None,
+        keys: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.rows[run_index] = row
+        if result is None:
+            return
+        if self.first_params is None:
+            self.first_params = dict(result.params)
+        self.provenances.append(result.provenance)
+        if self.detail and keys is not None and params is not None:
+            self.workers[run_index] = _keyed(result.workers, keys, params)
+            self.lockstat[run_index] = _keyed(result.lockstat, keys, params)
+
+    def build(self, *, interrupted: bool) -> pd.DataFrame | SweepResult:
+        order = sorted(self.rows)
+        table = _tidy([self.rows[i] for i in order], self.grid, self.fixed)
+        prev_meta = self.previous.meta if self.previous is not None and self.reused else None
+        meta = _meta(
+            self.scenario,
+            self.grid,
+            self.fixed,
+            self.repeats,
+            self.options,
+            self.configs,
+            table,
+            self.provenances,
+            self.first_params,
+            prev_meta,
+        )
+        meta.update(
+            started=self.started,
+            ended=_utc_now(),
+            planned_runs=len(self.plan),
+            complete=len(self.rows) == len(self.plan),
+            interrupted=interrupted,
+            resumed_from=None if self.previous is None else str(self.previous.path),
+            reused_runs=len(self.reused),
+        )
+        table.attrs["alloclab"] = meta
+        if not self.detail:
+            return table
+        return SweepResult(
+            runs=table,
+            workers=_concat([self.workers[i] for i in order if i in self.workers]),
+            lockstat=_concat([self.lockstat[i] for i in order if i in self.lockstat]),
+            meta=meta,
+        )
+
+    def save(self, result: pd.DataFrame | SweepResult | None = None) -> Path:
+        from . import results
+
+        assert self.out is not None
+        if self._env is None:
+            self._env = results.environment()
+        if result is None:
+            result = self.build(interrupted=False)
+        return results._save(result, self.out, meta=None, format="auto", env=self._env)
+
+
+def _resume_dir(resume: Any, out: Path | None) -> Path | None:
+    if resume is None or resume is False:
+        return None
+    if resume is True:
+        if out is None:
+            raise ValueError("resume: True resumes from the out directory, but no out directory was given")
+        return out
+    if isinstance(resume, (str, os.PathLike)):
+        return Path(resume)
+    raise ValueError(f"resume: expected a directory, True or None, got {resume!r}")
+
+
+def _run_key(params: Mapping[str, Any], repeat: Any) -> tuple[Any, ...]:
+    """A run's identity across save/load: its parameter values (as text, 2.0 == 2) and its repeat."""
+    return (tuple(sorted((str(k), _key_value(v)) for k, v in params.items())), int(repeat))
+
+
+def _key_value(value: Any) -> str:
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -257,6 +520,7 @@ def _ok_row(row: dict[str, Any], result: RunResult) -> dict[str, Any]:
     row.update(
         status="stopped" if result.stopped else "ok",
         error=result.stop_reason if result.stopped else "",
+        seed=prov.get("seed", row.get("seed")),
         oversubscribed=bool(prov.get("oversubscribed", False)),
         n_workers=prov.get("workers", len(result.workers)),
         workers_bound=prov.get("workers_bound"),
@@ -280,7 +544,7 @@ def _concat(tables: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _tidy(rows: list[dict[str, Any]], grid: Mapping[str, Any], fixed: Mapping[str, Any]) -> pd.DataFrame:
-    front = [*KEY_COLUMNS, *grid, *fixed, *STATUS_COLUMNS]
+    front = list(dict.fromkeys([*KEY_COLUMNS, *grid, *fixed, *STATUS_COLUMNS]))
     rest: list[str] = []
     for row in rows:
         rest.extend(k for k in row if k not in front and k not in rest)
@@ -289,6 +553,8 @@ def _tidy(rows: list[dict[str, Any]], grid: Mapping[str, Any], fixed: Mapping[st
     table["oversubscribed"] = table["oversubscribed"].astype("boolean")
     for col in ("n_workers", "workers_bound"):
         table[col] = pd.to_numeric(table[col]).astype("Int64")
+    if "seed" not in grid and "seed" not in fixed:
+        table["seed"] = pd.to_numeric(table["seed"]).astype("Int64")
     return table
 
 
@@ -302,12 +568,17 @@ def _meta(
     table: pd.DataFrame,
     provenances: list[dict[str, Any]],
     first_params: dict[str, Any] | None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The sweep's meta data; ``previous`` is the meta data of a saved sweep whose rows were reused."""
+    records = [{k: _json(v) for k, v in p.items()} for p in provenances]
+    if previous is not None and previous.get("provenance"):
+        records.append(dict(previous["provenance"]))  # what every reused run had in common
     constant: dict[str, Any] = {}
     varying: dict[str, list[Any]] = {}
-    if provenances:
-        for key in provenances[0]:
-            values = [p.get(key) for p in provenances]
+    if records:
+        for key in records[0]:
+            values = [p.get(key) for p in records]
             if key in _PER_RUN_KEYS:
                 continue
             if all(v == values[0] for v in values):
@@ -318,6 +589,11 @@ def _meta(
                     if v not in distinct:
                         distinct.append(v)
                 varying[key] = distinct
+    for key, values in ((previous or {}).get("provenance_varying") or {}).items():
+        merged = varying.get(key) or ([constant.pop(key)] if key in constant else [])
+        varying[key] = merged + [v for v in values if v not in merged]
+    if first_params is None and previous is not None:
+        first_params = dict(previous.get("defaults") or {})
     defaults = {
         k: v for k, v in (first_params or {}).items() if k not in grid and k not in fixed and k not in RUN_OPTIONS
     }
@@ -356,12 +632,12 @@ def _json(value: Any) -> Any:
     return str(value)
 
 
-def _progress_bar(total: int, scenario: str, *, enabled: bool):
+def _progress_bar(total: int, scenario: str, *, enabled: bool, initial: int = 0):
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=scenario, unit="run", dynamic_ncols=True, leave=True)
+    return tqdm(total=total, initial=initial, desc=scenario, unit="run", dynamic_ncols=True, leave=True)
 
 
 def _utc_now() -> str:

@@ -51,15 +51,18 @@ std::string_view clock_source() noexcept;
 // Pure spinning: a waiter preempted meanwhile still ends on time.
 void spin_for_ns(uint64_t ns) noexcept;
 
+// The spin-wait hint (PAUSE on x86).
+inline void cpu_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
 // Busy-wait for a precomputed number of ticks (hot loops convert once with ns_to_ticks).
 inline void spin_for_ticks(uint64_t ticks) noexcept {
   if (ticks == 0) return;
   const uint64_t end = clock_ticks() + ticks;
-  while (clock_ticks() < end) {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#endif
-  }
+  while (clock_ticks() < end) cpu_pause();
 }
 
 }  // namespace alloclab

@@ -37,11 +37,7 @@ struct LockToken {
   uint32_t ticket = 0;
 };
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
+inline void cpu_relax() noexcept { cpu_pause(); }
 
 class alignas(64) Lock {
  public:

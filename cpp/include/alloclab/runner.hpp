@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "alloclab/host_memory.hpp"
 #include "alloclab/lock_class.hpp"
 #include "alloclab/params.hpp"
 #include "alloclab/result.hpp"
@@ -37,11 +38,5 @@ RunResult run(const std::string& scenario, const std::map<std::string, Value>& p
 RunResult run_scenario(Scenario& sc, const std::string& name, const Params& params, const RunOptions& opt);
 
 std::string version();
-
-// Bytes this process may still allocate: MemAvailable, lowered by the cgroup's memory.max - memory.current.
-uint64_t memory_available();
-// Throws std::invalid_argument("memory: this run needs ... but only ... are available") when `need` does not fit.
-void check_memory(const MemoryNeed& need);
-std::string format_bytes(uint64_t bytes);  // "1.5 GiB", "12.0 MiB", "512 B"
 
 }  // namespace alloclab

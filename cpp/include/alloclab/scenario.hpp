@@ -13,6 +13,7 @@
 
 #include "alloclab/clock.hpp"
 #include "alloclab/histogram.hpp"
+#include "alloclab/host_memory.hpp"
 #include "alloclab/lock_domain.hpp"
 #include "alloclab/params.hpp"
 #include "alloclab/result.hpp"
@@ -45,6 +46,13 @@ class WorkerCtx {
   // Ends the timed part early: what the worker does afterwards (freeing what it allocated) is not in elapsed_s.
   void end_timed() { timed_end_ = clock_ticks(); }
   void metric(const std::string& name, double value) { metrics_.emplace_back(name, value); }
+  // A calibrated busy-wait (hold or think time) that ends early when the run is stopped, so that a run of long
+  // holds behind a FIFO queue of many waiters still stops promptly.
+  void spin_ticks(uint64_t ticks) const {
+    if (ticks == 0) return;
+    const uint64_t end = clock_ticks() + ticks;
+    while (clock_ticks() < end && !stopped()) cpu_pause();
+  }
 
   uint64_t ops() const { return ops_; }
   const LatencyHistogram& latency() const { return latency_; }
@@ -57,12 +65,6 @@ class WorkerCtx {
   uint64_t timed_end_ = 0;
   LatencyHistogram latency_;
   std::vector<std::pair<std::string, double>> metrics_;
-};
-
-// What a run will allocate (mem_map, arenas, areas), declared before anything is allocated.
-struct MemoryNeed {
-  uint64_t bytes = 0;
-  std::string detail;  // e.g. "mem_map 16 MiB + page arenas 1 GiB"
 };
 
 class Scenario {

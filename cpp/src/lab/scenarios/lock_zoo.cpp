@@ -48,11 +48,11 @@ class LockZoo final : public Scenario {
       l.lock(t);
       const uint64_t t1 = clock_ticks();
       ++data_[k].counter;
-      spin_for_ticks(hold_ticks_);
+      ctx.spin_ticks(hold_ticks_);
       l.unlock(t);
       ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
       ctx.add_ops();
-      spin_for_ticks(think_ticks_);
+      ctx.spin_ticks(think_ticks_);
     }
   }
 

@@ -10,9 +10,18 @@ ParamSpec threads_param(int64_t def, std::string doc) {
 }
 
 const std::vector<ScenarioDef>& scenarios() {
+  // One scenario per line, so that adding one is a one-line change.
+  // clang-format off
   static const std::vector<ScenarioDef> all = {
       lock_zoo_scenario(),
+      pcp_refill_scenario(),
+      page_alloc_scenario(),
+      vmalloc_stress_scenario(),
+      hugetlb_boot_scenario(),
+      shmem_fault_scenario(),
+      cma_concurrent_scenario(),
   };
+  // clang-format on
   return all;
 }
 

@@ -6,6 +6,12 @@
 namespace alloclab {
 
 ScenarioDef lock_zoo_scenario();
+ScenarioDef pcp_refill_scenario();
+ScenarioDef page_alloc_scenario();
+ScenarioDef vmalloc_stress_scenario();
+ScenarioDef hugetlb_boot_scenario();
+ScenarioDef shmem_fault_scenario();
+ScenarioDef cma_concurrent_scenario();
 
 // Parameters every threaded scenario shares, declared once.
 ParamSpec threads_param(int64_t def, std::string doc = "worker threads (more than host PUs: oversubscribed)");

@@ -1,0 +1,88 @@
+// alloc_contig_range: allocate a physically contiguous pfn range whose pages are in use, by isolating its
+// pageblocks, migrating what is in use elsewhere on the node and taking the freed pages off the free lists — with
+// the kernel's phases and lock acquisitions.
+//
+// Models: alloc_contig_range() of mm/page_alloc.c as of v6.2 (the phases and locks are the same through v6.14,
+// whose replace_free_hugepage_folios() step has nothing to do without hugetlb), with __alloc_contig_migrate_range,
+// test_pages_isolated() (mm/page_isolation.c), isolate_freepages_range()/isolate_freepages_block(strict)
+// (mm/compaction.c), split_map_pages and free_contig_range. Pageblock isolation itself is MemorySystem's
+// start_isolate_page_range / undo_isolate_page_range.
+//
+// Phases and lock acquisitions of one call on [start, end), with B = pageblocks of the pageblock-aligned range
+// [pageblock_start(start), pageblock_align(end)) (the formula ContigStats::zone_lock_expected() adds up):
+//   1. start_isolate_page_range: zone->lock once per pageblock (set_migratetype_isolate): B.
+//   2. drain_all_pages(zone): pcpu_drain_mutex once; each CPU whose pcp holds pages of the zone: pcp->lock and
+//      one zone->lock (free_pcppages_bulk): D. (MemorySystem runs it at the end of start_isolate_page_range; the
+//      kernel calls it from alloc_contig_range right after — same order, same locks.)
+//   3. __alloc_contig_migrate_range: batches of up to 32 (see migrate.hpp). lru_lock once per 32-pfn chunk that
+//      holds LRU pages (M/32 for a fully used, 32-aligned range) plus once per migrated page (the new page onto
+//      the LRU); per migrated page one mapping->i_pages, one target allocation (pcp->lock; zone->lock once per
+//      pcp refill: R) and one zone->lock to free the old page into its isolated pageblock: M.
+//   4. test_pages_isolated(outer_start, end): zone->lock once (if every pageblock is isolated).
+//   5. isolate_freepages_range(outer_start, end): one zone->lock section per free block of order >= 5 it takes
+//      (isolate_freepages_block drops the lock at every 32-pfn boundary) and per 32-pfn run of smaller blocks: T.
+//      T = count/1024 when the range is MAX_ORDER-aligned and its freed pages merged to order 10 (a full range);
+//      T = count/512 for pageblocks that were free when isolated (this model's isolation splits their max-order
+//      blocks at pageblock boundaries).
+//   6. split into order-0 pages; free_contig_range() of what lies outside [start, end): zone->lock per page: H.
+//   7. undo_isolate_page_range: zone->lock once per pageblock: B.
+// zone->lock = 2B + D + R + M + 1 + T + H for a success; a failed call stops after its phase and still undoes
+// the isolation (-EBUSY from migration still runs the test, as the kernel does).
+// Leaves out: has_unmovable_pages (every allocated page is taken as movable), compaction's skip hints and
+// cc->contended, lru_cache_disable()'s lru_add_drain_all, the GFP_NOWARN dump of failing pages, hugetlb folios.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "alloclab/mm/gfp.hpp"
+#include "alloclab/mm/migrate.hpp"
+
+namespace alloclab::mm {
+
+// What one or more alloc_contig_range calls did. Every count is incremented where its lock is taken.
+struct ContigStats {
+  uint64_t calls = 0, ok = 0, ebusy = 0, enomem = 0, eintr = 0;
+  uint64_t isolations = 0;           // ranges isolated (one drain_all_pages, one pcpu_drain_mutex each)
+  uint64_t pageblocks_isolated = 0;  // B: zone->lock each
+  uint64_t pcps_to_drain = 0;        // D: pcps of the zone holding pages when isolation began (zone->lock each)
+  uint64_t target_refills = 0;       // R: rmqueue_bulk calls of the caller's pcp while migrating (zone->lock each)
+  uint64_t test_locks = 0;           // zone->lock in test_pages_isolated (0 or 1 per call)
+  uint64_t take_sections = 0;        // T: zone->lock sections of isolate_freepages_range
+  uint64_t pages_taken = 0;          // free pages isolate_freepages_range took
+  uint64_t headtail_frees = 0;       // H: pages outside [start, end) given back (zone->lock each)
+  uint64_t pageblocks_undone = 0;    // B: zone->lock each
+  MigrateStats migrate;
+  // Time per phase, clock ticks (isolate includes the drain).
+  uint64_t isolate_ticks = 0, migrate_ticks = 0, test_ticks = 0, take_ticks = 0, undo_ticks = 0;
+
+  void add(const ContigStats& o);
+  // The documented formulas, from the counts above (exact when no pcp trylock failed and no migration failure
+  // gave a target back to a pcp at its high mark).
+  uint64_t zone_lock_expected() const {
+    return pageblocks_isolated + pcps_to_drain + target_refills + migrate.pages_migrated + migrate.pages_already_freed +
+           test_locks + take_sections + headtail_frees + pageblocks_undone;
+  }
+  uint64_t lru_lock_expected() const { return migrate.lru_isolate_sections + migrate.lru_adds + migrate.putbacks; }
+  uint64_t pcp_lock_expected() const { return migrate.targets_allocated + migrate.eagain + pcps_to_drain; }
+};
+
+// alloc_contig_range(start, end, migratetype, gfp_mask) run on model CPU `cpu`. Returns 0 (every page of
+// [start, end) is then an allocated order-0 page with one reference), -EBUSY (something could not be migrated or
+// isolated), -ENOMEM (no target page on the node) or -EINTR (fatal_signal_pending said so); on failure nothing is
+// left isolated. Throws std::invalid_argument for a range that is empty or not inside one zone, or a migratetype
+// other than MIGRATE_MOVABLE or MIGRATE_CMA.
+int alloc_contig_range(MigrateContext& mc, int cpu, uint64_t start, uint64_t end, int migratetype, gfp_t gfp_mask,
+                       ContigStats* stats = nullptr, const std::function<bool()>& fatal_signal_pending = {});
+
+// free_contig_range: drops one reference of each page of [pfn, pfn + nr_pages) on model CPU `cpu` (freeing it when
+// it was the last). Returns how many pages did not have exactly one reference (the kernel WARNs about them).
+uint64_t free_contig_range(MemorySystem& ms, int cpu, uint64_t pfn, uint64_t nr_pages);
+
+// test_pages_isolated(start_pfn, end_pfn): 0 when every pageblock touching the range is MIGRATE_ISOLATE and every
+// page of it is free (stepping by buddy order under one zone->lock), else -EBUSY. Unlike
+// MemorySystem::test_pages_isolated the range need not be pageblock-aligned. `locks_taken` (optional) gets +1 when
+// zone->lock was taken.
+int test_pages_isolated(MemorySystem& ms, uint64_t start_pfn, uint64_t end_pfn, uint64_t* locks_taken = nullptr);
+
+}  // namespace alloclab::mm

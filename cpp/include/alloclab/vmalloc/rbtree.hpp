@@ -1,0 +1,368 @@
+// Intrusive red-black tree with augmentation callbacks: lib/rbtree.c and include/linux/rbtree_augmented.h.
+//
+// Models (Linux v6.9, unchanged in substance since v4.x): struct rb_node with the colour packed in the low bit of
+// __rb_parent_color, rb_link_node, rb_insert_color / rb_insert_augmented (__rb_insert), rb_erase /
+// rb_erase_augmented (__rb_erase_augmented + ____rb_erase_color), rb_first / rb_next / rb_prev. The augmented
+// variants take a callbacks type with static propagate(node, stop), copy(old, new) and rotate(old, new), as
+// RB_DECLARE_CALLBACKS generates; the callbacks are template parameters so they inline as the kernel's
+// __always_inline ones do. The plain variants use a no-op callbacks type.
+// Leaves out: the cached-leftmost root (rb_root_cached), RCU-safe WRITE_ONCE ordering (every tree here is only
+// touched under its lock), rb_replace_node, postorder iteration.
+#pragma once
+
+#include <cstdint>
+
+namespace alloclab::vmalloc {
+
+struct RbNode {
+  uintptr_t __rb_parent_color = 0;  // parent pointer | colour (bit 0: 1 = black)
+  RbNode* rb_right = nullptr;
+  RbNode* rb_left = nullptr;
+} __attribute__((aligned(sizeof(long))));
+
+struct RbRoot {
+  RbNode* rb_node = nullptr;
+};
+
+namespace rb {
+
+constexpr uintptr_t RB_RED = 0;
+constexpr uintptr_t RB_BLACK = 1;
+
+inline RbNode* parent_of(uintptr_t pc) { return reinterpret_cast<RbNode*>(pc & ~uintptr_t(3)); }
+inline RbNode* rb_parent(const RbNode* n) { return parent_of(n->__rb_parent_color); }
+inline bool is_black_pc(uintptr_t pc) { return pc & 1; }
+inline bool rb_is_black(const RbNode* n) { return is_black_pc(n->__rb_parent_color); }
+inline bool rb_is_red(const RbNode* n) { return !rb_is_black(n); }
+inline RbNode* rb_red_parent(const RbNode* red) { return reinterpret_cast<RbNode*>(red->__rb_parent_color); }
+inline void rb_set_black(RbNode* n) { n->__rb_parent_color |= RB_BLACK; }
+inline void rb_set_parent(RbNode* n, RbNode* p) {
+  n->__rb_parent_color = (n->__rb_parent_color & 1) | reinterpret_cast<uintptr_t>(p);
+}
+inline void rb_set_parent_color(RbNode* n, RbNode* p, uintptr_t color) {
+  n->__rb_parent_color = reinterpret_cast<uintptr_t>(p) | color;
+}
+inline void change_child(RbNode* old, RbNode* n, RbNode* parent, RbRoot* root) {
+  if (parent) {
+    if (parent->rb_left == old)
+      parent->rb_left = n;
+    else
+      parent->rb_right = n;
+  } else {
+    root->rb_node = n;
+  }
+}
+// After a rotation `n` takes `old`'s place (and parent/colour); `old` becomes n's child with `color`.
+inline void rotate_set_parents(RbNode* old, RbNode* n, RbRoot* root, uintptr_t color) {
+  RbNode* parent = rb_parent(old);
+  n->__rb_parent_color = old->__rb_parent_color;
+  rb_set_parent_color(old, n, color);
+  change_child(old, n, parent, root);
+}
+
+struct NoAugment {
+  static void propagate(RbNode*, RbNode*) {}
+  static void copy(RbNode*, RbNode*) {}
+  static void rotate(RbNode*, RbNode*) {}
+};
+
+// __rb_insert(): rebalance after rb_link_node() of a red node.
+template <class Aug>
+inline void insert(RbNode* node, RbRoot* root) {
+  RbNode *parent = rb_red_parent(node), *gparent, *tmp;
+  for (;;) {
+    // Loop invariant: node is red.
+    if (!parent) {
+      rb_set_parent_color(node, nullptr, RB_BLACK);
+      break;
+    }
+    if (rb_is_black(parent)) break;
+    gparent = rb_red_parent(parent);
+    tmp = gparent->rb_right;
+    if (parent != tmp) {  // parent == gparent->rb_left
+      if (tmp && rb_is_red(tmp)) {
+        // Case 1: the uncle is red: colour flips.
+        rb_set_parent_color(tmp, gparent, RB_BLACK);
+        rb_set_parent_color(parent, gparent, RB_BLACK);
+        node = gparent;
+        parent = rb_parent(node);
+        rb_set_parent_color(node, parent, RB_RED);
+        continue;
+      }
+      tmp = parent->rb_right;
+      if (node == tmp) {
+        // Case 2: the uncle is black and node is the right child: left rotate at parent.
+        tmp = node->rb_left;
+        parent->rb_right = tmp;
+        node->rb_left = parent;
+        if (tmp) rb_set_parent_color(tmp, parent, RB_BLACK);
+        rb_set_parent_color(parent, node, RB_RED);
+        Aug::rotate(parent, node);
+        parent = node;
+        tmp = node->rb_right;
+      }
+      // Case 3: the uncle is black and node is the left child: right rotate at gparent.
+      gparent->rb_left = tmp;
+      parent->rb_right = gparent;
+      if (tmp) rb_set_parent_color(tmp, gparent, RB_BLACK);
+      rotate_set_parents(gparent, parent, root, RB_RED);
+      Aug::rotate(gparent, parent);
+      break;
+    } else {
+      tmp = gparent->rb_left;
+      if (tmp && rb_is_red(tmp)) {
+        rb_set_parent_color(tmp, gparent, RB_BLACK);
+        rb_set_parent_color(parent, gparent, RB_BLACK);
+        node = gparent;
+        parent = rb_parent(node);
+        rb_set_parent_color(node, parent, RB_RED);
+        continue;
+      }
+      tmp = parent->rb_left;
+      if (node == tmp) {
+        tmp = node->rb_right;
+        parent->rb_left = tmp;
+        node->rb_right = parent;
+        if (tmp) rb_set_parent_color(tmp, parent, RB_BLACK);
+        rb_set_parent_color(parent, node, RB_RED);
+        Aug::rotate(parent, node);
+        parent = node;
+        tmp = node->rb_left;
+      }
+      gparent->rb_right = tmp;
+      parent->rb_left = gparent;
+      if (tmp) rb_set_parent_color(tmp, gparent, RB_BLACK);
+      rotate_set_parents(gparent, parent, root, RB_RED);
+      Aug::rotate(gparent, parent);
+      break;
+    }
+  }
+}
+
+// ____rb_erase_color(): restore the black height below `parent` after a black node was removed.
+template <class Aug>
+inline void erase_color(RbNode* parent, RbRoot* root) {
+  RbNode *node = nullptr, *sibling, *tmp1, *tmp2;
+  for (;;) {
+    sibling = parent->rb_right;
+    if (node != sibling) {  // node == parent->rb_left
+      if (rb_is_red(sibling)) {
+        // Case 1: left rotate at parent.
+        tmp1 = sibling->rb_left;
+        parent->rb_right = tmp1;
+        sibling->rb_left = parent;
+        rb_set_parent_color(tmp1, parent, RB_BLACK);
+        rotate_set_parents(parent, sibling, root, RB_RED);
+        Aug::rotate(parent, sibling);
+        sibling = tmp1;
+      }
+      tmp1 = sibling->rb_right;
+      if (!tmp1 || rb_is_black(tmp1)) {
+        tmp2 = sibling->rb_left;
+        if (!tmp2 || rb_is_black(tmp2)) {
+          // Case 2: sibling colour flip.
+          rb_set_parent_color(sibling, parent, RB_RED);
+          if (rb_is_red(parent)) {
+            rb_set_black(parent);
+          } else {
+            node = parent;
+            parent = rb_parent(node);
+            if (parent) continue;
+          }
+          break;
+        }
+        // Case 3: right rotate at sibling.
+        tmp1 = tmp2->rb_right;
+        sibling->rb_left = tmp1;
+        tmp2->rb_right = sibling;
+        parent->rb_right = tmp2;
+        if (tmp1) rb_set_parent_color(tmp1, sibling, RB_BLACK);
+        Aug::rotate(sibling, tmp2);
+        tmp1 = sibling;
+        sibling = tmp2;
+      }
+      // Case 4: left rotate at parent + colour flips.
+      tmp2 = sibling->rb_left;
+      parent->rb_right = tmp2;
+      sibling->rb_left = parent;
+      rb_set_parent_color(tmp1, sibling, RB_BLACK);
+      if (tmp2) rb_set_parent(tmp2, parent);
+      rotate_set_parents(parent, sibling, root, RB_BLACK);
+      Aug::rotate(parent, sibling);
+      break;
+    } else {
+      sibling = parent->rb_left;
+      if (rb_is_red(sibling)) {
+        tmp1 = sibling->rb_right;
+        parent->rb_left = tmp1;
+        sibling->rb_right = parent;
+        rb_set_parent_color(tmp1, parent, RB_BLACK);
+        rotate_set_parents(parent, sibling, root, RB_RED);
+        Aug::rotate(parent, sibling);
+        sibling = tmp1;
+      }
+      tmp1 = sibling->rb_left;
+      if (!tmp1 || rb_is_black(tmp1)) {
+        tmp2 = sibling->rb_right;
+        if (!tmp2 || rb_is_black(tmp2)) {
+          rb_set_parent_color(sibling, parent, RB_RED);
+          if (rb_is_red(parent)) {
+            rb_set_black(parent);
+          } else {
+            node = parent;
+            parent = rb_parent(node);
+            if (parent) continue;
+          }
+          break;
+        }
+        tmp1 = tmp2->rb_left;
+        sibling->rb_right = tmp1;
+        tmp2->rb_left = sibling;
+        parent->rb_left = tmp2;
+        if (tmp1) rb_set_parent_color(tmp1, sibling, RB_BLACK);
+        Aug::rotate(sibling, tmp2);
+        tmp1 = sibling;
+        sibling = tmp2;
+      }
+      tmp2 = sibling->rb_right;
+      parent->rb_left = tmp2;
+      sibling->rb_right = parent;
+      rb_set_parent_color(tmp1, sibling, RB_BLACK);
+      if (tmp2) rb_set_parent(tmp2, parent);
+      rotate_set_parents(parent, sibling, root, RB_BLACK);
+      Aug::rotate(parent, sibling);
+      break;
+    }
+  }
+}
+
+// __rb_erase_augmented(): unlink `node`; returns the node to rebalance from, or null.
+template <class Aug>
+inline RbNode* erase_augmented(RbNode* node, RbRoot* root) {
+  RbNode* child = node->rb_right;
+  RbNode* tmp = node->rb_left;
+  RbNode *parent, *rebalance;
+  uintptr_t pc;
+
+  if (!tmp) {
+    // Case 1: at most one child (the right one). A lone child is red and node black: recolour locally.
+    pc = node->__rb_parent_color;
+    parent = parent_of(pc);
+    change_child(node, child, parent, root);
+    if (child) {
+      child->__rb_parent_color = pc;
+      rebalance = nullptr;
+    } else {
+      rebalance = is_black_pc(pc) ? parent : nullptr;
+    }
+    tmp = parent;
+  } else if (!child) {
+    // Still case 1, with the left child.
+    tmp->__rb_parent_color = pc = node->__rb_parent_color;
+    parent = parent_of(pc);
+    change_child(node, tmp, parent, root);
+    rebalance = nullptr;
+    tmp = parent;
+  } else {
+    RbNode *successor = child, *child2;
+    tmp = child->rb_left;
+    if (!tmp) {
+      // Case 2: node's successor is its right child.
+      parent = successor;
+      child2 = successor->rb_right;
+      Aug::copy(node, successor);
+    } else {
+      // Case 3: node's successor is the leftmost node under node's right child.
+      do {
+        parent = successor;
+        successor = tmp;
+        tmp = tmp->rb_left;
+      } while (tmp);
+      child2 = successor->rb_right;
+      parent->rb_left = child2;
+      successor->rb_right = child;
+      rb_set_parent(child, successor);
+      Aug::copy(node, successor);
+      Aug::propagate(parent, successor);
+    }
+    tmp = node->rb_left;
+    successor->rb_left = tmp;
+    rb_set_parent(tmp, successor);
+    pc = node->__rb_parent_color;
+    tmp = parent_of(pc);
+    change_child(node, successor, tmp, root);
+    if (child2) {
+      rb_set_parent_color(child2, parent, RB_BLACK);
+      rebalance = nullptr;
+    } else {
+      rebalance = rb_is_black(successor) ? parent : nullptr;
+    }
+    successor->__rb_parent_color = pc;
+    tmp = successor;
+  }
+  Aug::propagate(tmp, nullptr);
+  return rebalance;
+}
+
+}  // namespace rb
+
+// rb_link_node(): attach `node` (red) at `*link` below `parent`; follow with rb_insert_color/_augmented.
+inline void rb_link_node(RbNode* node, RbNode* parent, RbNode** link) {
+  node->__rb_parent_color = reinterpret_cast<uintptr_t>(parent);
+  node->rb_left = node->rb_right = nullptr;
+  *link = node;
+}
+
+inline void rb_insert_color(RbNode* node, RbRoot* root) { rb::insert<rb::NoAugment>(node, root); }
+
+// The caller propagates the augmented value of `node` afterwards (as vmalloc's augment_tree_propagate_from()).
+template <class Aug>
+inline void rb_insert_augmented(RbNode* node, RbRoot* root) {
+  rb::insert<Aug>(node, root);
+}
+
+inline void rb_erase(RbNode* node, RbRoot* root) {
+  if (RbNode* rebalance = rb::erase_augmented<rb::NoAugment>(node, root))
+    rb::erase_color<rb::NoAugment>(rebalance, root);
+}
+
+template <class Aug>
+inline void rb_erase_augmented(RbNode* node, RbRoot* root) {
+  if (RbNode* rebalance = rb::erase_augmented<Aug>(node, root)) rb::erase_color<Aug>(rebalance, root);
+}
+
+// RB_CLEAR_NODE / RB_EMPTY_NODE: a node that is in no tree points to itself.
+inline void RB_CLEAR_NODE(RbNode* n) { n->__rb_parent_color = reinterpret_cast<uintptr_t>(n); }
+inline bool RB_EMPTY_NODE(const RbNode* n) { return n->__rb_parent_color == reinterpret_cast<uintptr_t>(n); }
+inline bool RB_EMPTY_ROOT(const RbRoot* r) { return r->rb_node == nullptr; }
+
+inline RbNode* rb_first(const RbRoot* root) {
+  RbNode* n = root->rb_node;
+  if (!n) return nullptr;
+  while (n->rb_left) n = n->rb_left;
+  return n;
+}
+
+inline RbNode* rb_next(const RbNode* node) {
+  if (node->rb_right) {
+    node = node->rb_right;
+    while (node->rb_left) node = node->rb_left;
+    return const_cast<RbNode*>(node);
+  }
+  RbNode* parent;
+  while ((parent = rb::rb_parent(node)) && node == parent->rb_right) node = parent;
+  return parent;
+}
+
+inline RbNode* rb_prev(const RbNode* node) {
+  if (node->rb_left) {
+    node = node->rb_left;
+    while (node->rb_right) node = node->rb_right;
+    return const_cast<RbNode*>(node);
+  }
+  RbNode* parent;
+  while ((parent = rb::rb_parent(node)) && node == parent->rb_left) node = parent;
+  return parent;
+}
+
+}  // namespace alloclab::vmalloc

@@ -1,0 +1,458 @@
+// vmalloc_stress: the lock-once experiment of "mm/vmalloc: lock contention optimization under multi-threading"
+// (rulinhuang, v1-v8, merged as aaab830ad887 "mm/vmalloc: Eliminated the lock contention from twice to once").
+//
+// Models Linux v6.7 (vmap_nodes=1: one busy tree under vmap_area_lock, no pools) and v6.9+ (vmap_nodes=N: N busy
+// trees under vn->busy.lock hashed by addr_to_node() every 16 pages, per-node size-class pools under
+// vn->pool_lock); the free tree, lazy free and purge are the kernel's (see cpp/include/alloclab/vmalloc/).
+// Each of `threads` workers performs `ops` operations. An operation is one iteration of a workload:
+//   thread_stack       __vmalloc_node_range(size, align): the kernel stack of a new thread, what stress-ng
+//                      --pthread hammers (default 16 KiB + the guard page at THREAD_ALIGN = 16 KiB)
+//   fix_size           vmalloc(size)                                     (lib/test_vmalloc.c fix_size_alloc_test)
+//   fix_align          __vmalloc_node(5 pages, THREAD_ALIGN << 1)         (fix_align_alloc_test)
+//   random_size        vmalloc(1..100 pages)                              (random_size_alloc_test)
+//   random_size_align  ((rnd % 10) + 1) pages at 1 << (rnd % 23)          (random_size_align_alloc_test)
+//   long_busy_list     vmalloc(100 pages) + vmalloc(1 page) with 15000 one-page areas held per worker
+//                      (long_busy_list_alloc_test; the 15000 are allocated in prepare, untimed)
+//   full_fit           vmalloc(1 page) in a space fragmented into one-page holes, lazy_max_pages() of them per
+//                      worker (full_fit_alloc_test; the fragmentation is made in prepare, untimed)
+// and the freeing of what it allocated: a worker holds at most `live` areas; after an operation's allocations it
+// frees its oldest areas until it holds live - 1 (live=1: allocate, then free). `think_ns` of work outside the
+// locks sits between an allocation and its free (the rest of thread creation).
+// With map_pages=True each allocation is a whole vmalloc(): __vmalloc_area_node() takes the area's pages from the
+// page allocator on the worker's node (alloc_pages_bulk in batches of 100, then single pages, as
+// vm_area_alloc_pages()) and charges map_ns_per_page for vmap_pages_range(); vfree() charges the same per page
+// for the unmap and gives every page back (__free_page). zone->lock / pcp->lock then appear in lock_stat too; a
+// page shortage frees the area and counts in page_alloc_failures.
+//
+// Busy-lock acquisitions (class vmap_area_lock when vmap_nodes=1, vn->busy.lock otherwise), exactly:
+//   allocation path   k per successful allocation: insert_vmap_area() in alloc_vmap_area(), plus, with
+//                     busy_lock="twice" (before the patch), setup_vmalloc_vm() in __get_vm_area_node();
+//                     k = 2 (twice) or 1 (once); 0 for a failed allocation (nothing is inserted)
+//   free path         1 per vfree(): find_unlink_vmap_area() (the area is on addr_to_node(va_start), found on the
+//                     first node it looks at)
+//   purge             0
+//   lock_stat acquisitions of the class = k * allocs + frees     (frees = allocs + areas held from prepare)
+//   summary busy_lock_per_alloc = allocation-path acquisitions / allocs = k
+// finish() checks that formula against the model's own per-site counters and, with lockstat on, against
+// lock_stat's independent counts of every vmalloc lock class; then that no area overlaps, that free + busy +
+// lazy + pooled areas tile [VMALLOC_START, VMALLOC_END) exactly, and, after a final purge with a full pool decay,
+// that the whole range is one free area again (all space returned). A violation is a model bug (logic_error).
+// An allocation that finds no space even after a purge is a failure the summary reports (alloc_failures),
+// never a crash.
+// Leaves out: the rest of thread creation (modelled only as think_ns), the fork.c per-CPU stack cache, RCU-
+// deferred stack frees, KASAN, page tables (vmap_pages_range is a calibrated cost, not a walk), huge mappings.
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "alloclab/mm/memory_system.hpp"
+#include "alloclab/vmalloc/vmalloc.hpp"
+#include "scenarios.hpp"
+
+namespace alloclab {
+
+namespace {
+
+using namespace alloclab::vmalloc;
+
+constexpr int64_t kMaxBytes = int64_t(1) << 30;
+constexpr int kLongBusyListAreas = 15000;
+
+enum class Pattern { thread_stack, fix_size, fix_align, random_size, random_size_align, long_busy_list, full_fit };
+
+const std::vector<std::string>& pattern_names() {
+  static const std::vector<std::string> v = {"thread_stack",      "fix_size",       "fix_align", "random_size",
+                                             "random_size_align", "long_busy_list", "full_fit"};
+  return v;
+}
+
+Pattern parse_pattern(const std::string& s) {
+  const auto& v = pattern_names();
+  return Pattern(std::find(v.begin(), v.end(), s) - v.begin());
+}
+
+// The areas one worker holds, oldest first: a ring of fixed capacity (live - 1 kept between operations plus
+// the at most two allocations of one operation).
+class Held {
+ public:
+  void init(size_t cap) { addr_.assign(cap, 0); }
+  size_t size() const { return n_; }
+  void push(unsigned long a) {
+    if (n_ == addr_.size()) throw std::logic_error("vmalloc_stress: held-area ring overflow");
+    addr_[(head_ + n_) % addr_.size()] = a;
+    ++n_;
+  }
+  unsigned long pop_oldest() {
+    const unsigned long a = addr_[head_];
+    head_ = (head_ + 1) % addr_.size();
+    --n_;
+    return a;
+  }
+
+ private:
+  std::vector<unsigned long> addr_;
+  size_t head_ = 0, n_ = 0;
+};
+
+struct alignas(64) WorkerState {
+  Held held;
+  std::vector<unsigned long> prepopulated;  // long_busy_list / full_fit: areas made in prepare, freed at the end
+};
+
+class VmallocStress final : public Scenario {
+ public:
+  explicit VmallocStress(const Params& p)
+      : threads_(int(p.i("threads"))),
+        ops_(uint64_t(p.i("ops"))),
+        pattern_(parse_pattern(p.s("pattern"))),
+        size_(uint64_t(p.i("size"))),
+        align_(uint64_t(p.i("align"))),
+        once_(p.s("busy_lock") == "once"),
+        vmap_nodes_(int(p.i("vmap_nodes"))),
+        pools_(p.b("pools")),
+        live_(size_t(p.i("live"))),
+        lazy_max_pages_(uint64_t(p.i("lazy_max_pages"))),
+        tlb_flush_ns_(uint64_t(p.i("tlb_flush_ns"))),
+        bounce_ns_(uint64_t(p.i("bounce_ns"))),
+        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        vmalloc_size_(uint64_t(p.i("vmalloc_size"))),
+        map_pages_(p.b("map_pages")),
+        node_pages_(uint64_t(p.i("node_pages"))),
+        map_ticks_per_page_(ns_to_ticks(uint64_t(p.i("map_ns_per_page")))) {
+    if (!is_power_of_2(align_))
+      throw std::invalid_argument("align: " + std::to_string(align_) +
+                                  " is not a power of two (allowed: a power of two in 1..1073741824)");
+    if (vmalloc_size_ % PAGE_SIZE)
+      throw std::invalid_argument("vmalloc_size: " + std::to_string(vmalloc_size_) +
+                                  " is not a multiple of PAGE_SIZE (4096)");
+    if (map_pages_ && node_pages_ % 512)
+      throw std::invalid_argument("node_pages: " + std::to_string(node_pages_) +
+                                  " is not a multiple of pageblock_nr_pages (512)");
+    if (PAGE_ALIGN(size_) + PAGE_SIZE > vmalloc_size_)
+      throw std::invalid_argument("size: " + std::to_string(size_) + " bytes plus the guard page exceed vmalloc_size " +
+                                  std::to_string(vmalloc_size_));
+  }
+
+  int nr_workers() const override { return threads_; }
+
+  void prepare(const RunEnv& env) override {
+    const int nr_cpus = env.machine.model().nr_pus();
+    VmallocConfig cfg;
+    cfg.vstart = VMALLOC_START;
+    cfg.vend = VMALLOC_START + vmalloc_size_;
+    cfg.nr_vmap_nodes = vmap_nodes_ ? unsigned(vmap_nodes_) : unsigned(std::clamp(nr_cpus, 1, int(MAX_VMAP_NODES)));
+    cfg.pools = pools_;
+    cfg.busy_lock_once = once_;
+    cfg.nr_cpus = unsigned(std::max(nr_cpus, 1));
+    cfg.lazy_max_pages = lazy_max_pages_;
+    cfg.tlb_flush_ns = tlb_flush_ns_;
+    cfg.bounce_ns = bounce_ns_;
+    cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
+    if (map_pages_) {
+      mm::MemoryConfig mc = mm::MemoryConfig::uniform(env.machine, node_pages_);
+      ms_ = std::make_unique<mm::MemorySystem>(env.machine, env.locks, std::move(mc));
+    }
+    space_ = std::make_unique<VmallocSpace>(env.locks, cfg);
+    for (const Slot& s : env.slots) space_->cpu(s.worker).cpu = s.model_pu;
+    space_->cpu(threads_).cpu = 0;
+
+    workers_ = std::vector<WorkerState>(size_t(threads_));
+    page_failures_.assign(size_t(threads_), Counter{});
+    held_from_prepare_ = 0;
+    for (const Slot& s : env.slots) {
+      WorkerState& ws = workers_[size_t(s.worker)];
+      ws.held.init(live_ + 2);
+      VmapCpu& c = space_->cpu(s.worker);  // as if on the worker's CPU: the areas go to its node's pools
+      if (pattern_ == Pattern::long_busy_list) {
+        for (int i = 0; i < kLongBusyListAreas; ++i) ws.prepopulated.push_back(must_alloc(s, c, PAGE_SIZE, 1));
+      } else if (pattern_ == Pattern::full_fit) {
+        // junk_length = fls(num_online_cpus()) * 32 MiB / PAGE_SIZE pairs; the junk half is freed.
+        const unsigned long junk_length = space_->lazy_max_pages();
+        std::vector<unsigned long> junk;
+        for (unsigned long i = 0; i < junk_length; ++i) {
+          ws.prepopulated.push_back(must_alloc(s, c, PAGE_SIZE, 1));
+          junk.push_back(must_alloc(s, c, PAGE_SIZE, 1));
+        }
+        for (unsigned long a : junk) free_one(s, c, a);
+      }
+      held_from_prepare_ += ws.prepopulated.size();
+    }
+    // What prepare did is set-up: lock_stat does not count it (controlling thread), nor do the event counters.
+    space_->reset_stats();
+    page_failures_.assign(size_t(threads_), Counter{});
+  }
+
+  void work(WorkerCtx& ctx) override {
+    const int w = ctx.slot.worker;
+    VmapCpu& c = space_->cpu(w);
+    WorkerState& ws = workers_[size_t(w)];
+    for (uint64_t i = 0; i < ops_ && !ctx.stopped(); ++i) {
+      switch (pattern_) {
+        case Pattern::thread_stack: alloc_one(ctx, c, ws, size_, align_); break;
+        case Pattern::fix_size: alloc_one(ctx, c, ws, size_, 1); break;
+        case Pattern::fix_align: alloc_one(ctx, c, ws, 5 * PAGE_SIZE, THREAD_ALIGN << 1); break;
+        case Pattern::random_size: alloc_one(ctx, c, ws, (1 + ctx.rng.below(100)) * PAGE_SIZE, 1); break;
+        case Pattern::random_size_align: {
+          const unsigned rnd = unsigned(ctx.rng.below(256));  // get_random_u8()
+          alloc_one(ctx, c, ws, ((rnd % 10) + 1) * PAGE_SIZE, 1ul << (rnd % 23));
+          break;
+        }
+        case Pattern::long_busy_list:
+          alloc_one(ctx, c, ws, 100 * PAGE_SIZE, 1);
+          alloc_one(ctx, c, ws, PAGE_SIZE, 1);
+          break;
+        case Pattern::full_fit: alloc_one(ctx, c, ws, PAGE_SIZE, 1); break;
+      }
+      spin_for_ticks(think_ticks_);
+      while (ws.held.size() >= live_) free_one(ctx.slot, c, ws.held.pop_oldest());
+      ctx.add_ops();
+    }
+    ctx.end_timed();
+    // Untimed: give back everything this worker still holds.
+    while (ws.held.size()) free_one(ctx.slot, c, ws.held.pop_oldest());
+    for (unsigned long a : ws.prepopulated) free_one(ctx.slot, c, a);
+    ws.prepopulated.clear();
+    const VmallocStats& st = c.st;
+    ctx.metric("allocs", double(st.allocs));
+    ctx.metric("alloc_failures", double(st.alloc_failures));
+    ctx.metric("busy_lock_alloc", double(st.busy_lock_alloc));
+    ctx.metric("pool_hits", double(st.pool_hits));
+    ctx.metric("drains", double(st.drains));
+  }
+
+  void finish(const RunEnv& env, RunResult& r) override;
+
+ private:
+  unsigned long must_alloc(const Slot& slot, VmapCpu& c, unsigned long size, unsigned long align) {
+    VmStruct* vm = space_->get_vm_area(c, size, align);
+    if (!vm)
+      throw std::invalid_argument("vmalloc_size: " + std::to_string(vmalloc_size_) +
+                                  " bytes are too small for the pattern's set-up areas");
+    if (ms_ && !vmalloc_area_node(slot, c, vm))
+      throw std::invalid_argument("node_pages: " + std::to_string(node_pages_) +
+                                  " pages per node are too few for the pattern's set-up areas");
+    return vm->addr;
+  }
+  void alloc_one(WorkerCtx& ctx, VmapCpu& c, WorkerState& ws, unsigned long size, unsigned long align) {
+    const uint64_t t0 = clock_ticks();
+    VmStruct* vm = space_->get_vm_area(c, size, align);
+    if (vm && ms_ && !vmalloc_area_node(ctx.slot, c, vm)) vm = nullptr;
+    ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
+    if (vm) ws.held.push(vm->addr);
+  }
+  // __vmalloc_area_node(): the pages (vm_area_alloc_pages: bulk in batches of 100, then one at a time) and
+  // vmap_pages_range() (a calibrated cost per page). On a shortage it frees what it got and the area (vfree).
+  bool vmalloc_area_node(const Slot& slot, VmapCpu& c, VmStruct* vm) {
+    const unsigned nr_pages = unsigned((vm->size - PAGE_SIZE) >> PAGE_SHIFT);  // get_vm_area_size(): no guard
+    vm->pages = new mm::Page*[nr_pages]();
+    const int cpu = slot.model_pu, nid = slot.model_node;
+    unsigned nr = 0;
+    while (nr < nr_pages) {
+      const int request = int(std::min(100u, nr_pages - nr));
+      const int got = ms_->alloc_pages_bulk(cpu, nid, mm::GFP_KERNEL, request, vm->pages + nr);
+      nr += unsigned(got);
+      if (got != request) break;
+    }
+    while (nr < nr_pages) {
+      mm::Page* page = ms_->alloc_pages(cpu, nid, 0, mm::GFP_KERNEL);
+      if (!page) break;
+      vm->pages[nr++] = page;
+    }
+    vm->nr_pages = nr;
+    if (nr < nr_pages) {  // "vmalloc error: size %lu, failed to allocate pages"
+      ++page_failures_[size_t(slot.worker)].n;
+      free_one(slot, c, vm->addr);
+      return false;
+    }
+    spin_for_ticks(map_ticks_per_page_ * nr);
+    return true;
+  }
+  void free_one(const Slot& slot, VmapCpu& c, unsigned long addr) {
+    VmStruct* vm = space_->remove_vm_area(c, addr);
+    if (!vm) throw std::logic_error("vmalloc_stress: vfree of a held area found no area");
+    if (vm->nr_pages) {
+      spin_for_ticks(map_ticks_per_page_ * vm->nr_pages);  // vunmap_range_noflush()
+      for (unsigned i = 0; i < vm->nr_pages; ++i) ms_->free_pages(slot.model_pu, vm->pages[i], 0);
+    }
+    VmallocSpace::free_vm_struct(vm);
+  }
+
+  int threads_;
+  uint64_t ops_;
+  Pattern pattern_;
+  uint64_t size_, align_;
+  bool once_;
+  int vmap_nodes_;
+  bool pools_;
+  size_t live_;
+  uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ticks_, vmalloc_size_;
+  bool map_pages_;
+  uint64_t node_pages_, map_ticks_per_page_;
+  std::unique_ptr<mm::MemorySystem> ms_;
+  std::unique_ptr<VmallocSpace> space_;
+  std::vector<WorkerState> workers_;
+  struct alignas(64) Counter {
+    uint64_t n = 0;
+  };
+  std::vector<Counter> page_failures_;
+  uint64_t held_from_prepare_ = 0;
+};
+
+const LockStatRow* row_of(const RunResult& r, std::string_view cls) {
+  for (const auto& row : r.lockstat)
+    if (row.cls == cls) return &row;
+  return nullptr;
+}
+
+void VmallocStress::finish(const RunEnv& env, RunResult& r) {
+  auto bug = [](const std::string& what) { throw std::logic_error("vmalloc_stress: " + what); };
+  const VmallocStats st = space_->stats();  // the workers' events (the controller's were reset after prepare)
+  const uint64_t k = once_ ? 1 : 2;
+
+  // The busy-lock formula, against the model's per-site counters.
+  if (st.busy_lock_alloc != k * st.allocs)
+    bug("busy-lock acquisitions on the allocation path: " + std::to_string(st.busy_lock_alloc) + ", expected " +
+        std::to_string(k) + " x " + std::to_string(st.allocs) + " allocations");
+  if (st.busy_lock_setup != (once_ ? 0 : st.allocs))
+    bug("setup_vmalloc_vm() took the busy lock the wrong number of times");
+  if (st.frees != st.allocs + held_from_prepare_)
+    bug(std::to_string(st.frees) + " frees for " + std::to_string(st.allocs) + " allocations and " +
+        std::to_string(held_from_prepare_) + " areas held from prepare");
+  if (st.busy_lock_free != st.frees)
+    bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
+        std::to_string(st.frees) + " frees");
+
+  // lock_stat counted the same acquisitions independently (worker threads only).
+  if (env.locks.lockstat()) {
+    auto check = [&](std::string_view cls, uint64_t want) {
+      const LockStatRow* row = row_of(r, cls);
+      const uint64_t got = row ? row->acquisitions : 0;
+      if (got != want)
+        bug("lock_stat counts " + std::to_string(got) + " acquisitions of " + std::string(cls) + ", the model " +
+            std::to_string(want));
+    };
+    check(space_->busy_lock_class(), st.busy_lock_alloc + st.busy_lock_free);
+    check("free_vmap_area_lock", st.free_lock_alloc + st.free_lock_purge);
+    check("vn->pool_lock", st.pool_lock);
+    check("vmap_purge_lock", st.purge_lock);
+    if (space_->lazy_lock_counted()) check(space_->lazy_lock_class(), st.lazy_lock);
+  }
+
+  // No overlap, exact tiling, nothing busy, no leaked object; then everything back in one free area.
+  space_->verify();
+  const VmallocSpace::Snapshot before = space_->snapshot();
+  if (!before.busy.empty()) bug(std::to_string(before.busy.size()) + " areas still busy after every worker freed");
+  VmapCpu& ctl = space_->cpu(threads_);
+  space_->reclaim_and_purge_vmap_areas(ctl);
+  space_->verify();
+  const VmallocSpace::Snapshot after = space_->snapshot();
+  const auto& cfg = space_->config();
+  if (after.free.size() != 1 || after.free[0].start != cfg.vstart || after.free[0].end != cfg.vend ||
+      !after.lazy.empty() || !after.pooled.empty())
+    bug("after the final purge the space is not one free area [VMALLOC_START, VMALLOC_END)");
+  uint64_t page_failures = 0;
+  for (const auto& f : page_failures_) page_failures += f.n;
+  if (ms_) {
+    const mm::CheckReport rep = ms_->check();
+    if (!rep.ok) bug("page allocator: " + rep.summary());
+    if (rep.allocated_pages) bug(std::to_string(rep.allocated_pages) + " pages still allocated after every vfree");
+  }
+
+  double wall = 0;
+  uint64_t ops = 0;
+  for (const auto& w : r.workers) {
+    wall = std::max(wall, w.elapsed_s);
+    ops += w.ops;
+  }
+  const LockStatRow* busy = row_of(r, space_->busy_lock_class());
+  const LockStatRow* freel = row_of(r, "free_vmap_area_lock");
+  auto per = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
+  auto& s = r.summary;
+  s.emplace_back("ops", int64_t(ops));
+  s.emplace_back("elapsed_s", wall);
+  s.emplace_back("ops_per_s", wall > 0 ? double(ops) / wall : 0.0);
+  s.emplace_back("allocs", int64_t(st.allocs));
+  s.emplace_back("alloc_failures", int64_t(st.alloc_failures));
+  s.emplace_back("frees", int64_t(st.frees));
+  s.emplace_back("shape", std::string(space_->v67_shape() ? "v6.7" : "v6.9+"));
+  s.emplace_back("nr_vmap_nodes", int64_t(space_->nr_vmap_nodes()));
+  s.emplace_back("busy_lock", std::string(once_ ? "once" : "twice"));
+  s.emplace_back("busy_lock_class", std::string(space_->busy_lock_class()));
+  s.emplace_back("busy_lock_per_alloc", per(st.busy_lock_alloc, st.allocs));
+  s.emplace_back("busy_lock_per_free", per(st.busy_lock_free, st.frees));
+  s.emplace_back("busy_lock_acquisitions", int64_t(st.busy_lock_alloc + st.busy_lock_free));
+  s.emplace_back("busy_lock_contentions", int64_t(busy ? busy->contentions : 0));
+  s.emplace_back("busy_lock_wait_ns", busy ? busy->wait_total_ns : 0.0);
+  s.emplace_back("busy_lock_hold_ns", busy ? busy->hold_total_ns : 0.0);
+  s.emplace_back("free_lock_per_alloc", per(st.free_lock_alloc, st.allocs));
+  s.emplace_back("free_lock_contentions", int64_t(freel ? freel->contentions : 0));
+  s.emplace_back("free_lock_wait_ns", freel ? freel->wait_total_ns : 0.0);
+  s.emplace_back("pool_hits", int64_t(st.pool_hits));
+  s.emplace_back("pool_hit_ratio", per(st.pool_hits, st.pool_hits + st.pool_misses));
+  s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
+  s.emplace_back("drains", int64_t(st.drains));
+  s.emplace_back("purges", int64_t(st.purges));
+  s.emplace_back("purged_areas", int64_t(st.purged_areas));
+  s.emplace_back("overflow_purges", int64_t(st.overflow_purges));
+  s.emplace_back("tlb_flushes", int64_t(st.tlb_flushes));
+  s.emplace_back("search_steps_per_search", per(st.search_steps, st.searches));
+  s.emplace_back("fit_fl", int64_t(st.fit[FL_FIT_TYPE]));
+  s.emplace_back("fit_le", int64_t(st.fit[LE_FIT_TYPE]));
+  s.emplace_back("fit_re", int64_t(st.fit[RE_FIT_TYPE]));
+  s.emplace_back("fit_ne", int64_t(st.fit[NE_FIT_TYPE]));
+  s.emplace_back("lazy_lock_in_lockstat", space_->lazy_lock_counted());
+  s.emplace_back("map_pages", map_pages_);
+  s.emplace_back("page_alloc_failures", int64_t(page_failures));
+  space_.reset();
+  ms_.reset();
+}
+
+}  // namespace
+
+ScenarioDef vmalloc_stress_scenario() {
+  return {
+      "vmalloc_stress",
+      "vmalloc address-space allocator (v6.7 / v6.9+ vmap_node): workers allocate and free kernel-stack-like "
+      "areas; busy_lock twice -> once is the seed patch; ops/s, busy-lock acquisitions per alloc, lock_stat",
+      {
+          threads_param(2),
+          ParamSpec::integer("ops", 100000, 1, 1'000'000'000, "operations per worker (allocate, then free)"),
+          ParamSpec::choice("pattern", "thread_stack", pattern_names(),
+                            "workload: thread_stack (stress-ng --pthread: size at align) or one of "
+                            "lib/test_vmalloc.c's tests"),
+          ParamSpec::integer("size", 16384, 1, kMaxBytes,
+                             "bytes per area before the guard page (thread_stack, fix_size); PAGE_ALIGNed"),
+          ParamSpec::integer("align", 16384, 1, kMaxBytes, "alignment in bytes, a power of two (thread_stack)"),
+          ParamSpec::choice("busy_lock", "once", {"twice", "once"},
+                            "twice: setup_vmalloc_vm() takes the busy lock again (before the patch); once: "
+                            "fields set before the single insert (merged)"),
+          ParamSpec::integer("vmap_nodes", 0, 0, MAX_VMAP_NODES,
+                             "busy trees: 1 = the v6.7 shape (vmap_area_lock); N = v6.9+ vmap_nodes (vn->busy.lock); "
+                             "0 = the model's CPU count capped at 128"),
+          ParamSpec::boolean("pools", true, "v6.9+ per-node size-class pools (ignored with vmap_nodes=1)"),
+          ParamSpec::integer("live", 1, 1, 1'000'000,
+                             "areas a worker holds at most (1: each allocation is freed in the same operation)"),
+          ParamSpec::integer("lazy_max_pages", 0, 0, int64_t(1) << 40,
+                             "lazily freed pages that trigger a purge; 0 = fls(model CPUs) x 32 MiB / 4 KiB"),
+          ParamSpec::integer("tlb_flush_ns", 5000, 0, 100'000'000,
+                             "cost of flush_tlb_kernel_range() per purge (calibrated busy-wait)"),
+          ParamSpec::integer("bounce_ns", 0, 0, 1'000'000,
+                             "cost of pulling a vmalloc lock's data from another CPU, charged in its critical "
+                             "section (big-machine handoff; 0: none)"),
+          ParamSpec::integer("think_ns", 0, 0, 100'000'000,
+                             "work outside the locks between an allocation and its free (calibrated busy-wait)"),
+          ParamSpec::integer("vmalloc_size", int64_t(VMALLOC_SIZE_DEFAULT), 65536, int64_t(VMALLOC_SIZE_DEFAULT),
+                             "bytes of VMALLOC_START..VMALLOC_END (x86-64 4-level: 32 TiB); small values exhaust"),
+          ParamSpec::boolean("map_pages", false,
+                             "allocate each area's pages from the page allocator on the worker's node (bulk) and "
+                             "charge map_ns_per_page for mapping and unmapping"),
+          ParamSpec::integer("node_pages", 262144, 512, int64_t(1) << 26,
+                             "pages per model node of the page allocator (map_pages; multiple of 512)"),
+          ParamSpec::integer("map_ns_per_page", 20, 0, 1'000'000,
+                             "vmap_pages_range() / vunmap cost per page (map_pages; calibrated busy-wait)"),
+      },
+      [](const Params& p) { return std::make_unique<VmallocStress>(p); }};
+}
+
+}  // namespace alloclab

@@ -1,0 +1,335 @@
+// CMA areas, cma_alloc and cma_release (see cma.hpp): mm/cma.c of v6.13 with the per-CMA lock patch as a switch.
+#include "alloclab/mm/cma.hpp"
+
+#include <bit>
+#include <cerrno>
+#include <stdexcept>
+
+#include "alloclab/clock.hpp"
+
+namespace alloclab::mm {
+
+namespace {
+
+[[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
+
+uint64_t find_next_bit(const std::vector<uint64_t>& m, uint64_t size, uint64_t start, bool value) {
+  for (uint64_t i = start; i < size;) {
+    const uint64_t w = value ? m[i / 64] : ~m[i / 64];
+    const uint64_t rest = w >> (i % 64);
+    if (rest) {
+      const uint64_t found = i + uint64_t(std::countr_zero(rest));
+      return found < size ? found : size;
+    }
+    i = (i / 64 + 1) * 64;
+  }
+  return size;
+}
+
+void bitmap_set(std::vector<uint64_t>& m, uint64_t start, uint64_t nr) {
+  for (uint64_t i = start; i < start + nr; ++i) m[i / 64] |= uint64_t(1) << (i % 64);
+}
+void bitmap_clear(std::vector<uint64_t>& m, uint64_t start, uint64_t nr) {
+  for (uint64_t i = start; i < start + nr; ++i) m[i / 64] &= ~(uint64_t(1) << (i % 64));
+}
+
+// cma_bitmap_aligned_mask / cma_bitmap_aligned_offset / cma_bitmap_pages_to_bits.
+uint64_t cma_bitmap_aligned_mask(const Cma& cma, unsigned align_order) {
+  if (align_order <= cma.order_per_bit) return 0;
+  return (uint64_t(1) << (align_order - cma.order_per_bit)) - 1;
+}
+uint64_t cma_bitmap_aligned_offset(const Cma& cma, unsigned align_order) {
+  return (cma.base_pfn & ((uint64_t(1) << align_order) - 1)) >> cma.order_per_bit;
+}
+uint64_t cma_bitmap_pages_to_bits(const Cma& cma, uint64_t pages) {
+  const uint64_t unit = uint64_t(1) << cma.order_per_bit;
+  return ((pages + unit - 1) & ~(unit - 1)) >> cma.order_per_bit;
+}
+
+// init_cma_reserved_pageblock for a pageblock whose pages the buddy allocator already holds (the model frees all
+// memory at construction; the kernel keeps CMA pages reserved until cma_activate_area frees them as MIGRATE_CMA).
+// zone->lock held.
+long init_cma_reserved_pageblock(Zone& zone, uint64_t pfn, uint64_t area_start, uint64_t area_end) {
+  Page* page = zone.pfn_to_page(pfn);
+  // A free max-order block that reaches outside the area is split at pageblock granularity first, so only the
+  // area's part changes type (CMA and non-CMA blocks never merge at pageblock order or above).
+  for (unsigned order = MAX_PAGE_ORDER; order > pageblock_order; --order) {
+    const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
+    if (!zone.zone_spans_pfn(head_pfn)) continue;
+    Page* head = zone.pfn_to_page(head_pfn);
+    if (!PageBuddy(*head) || buddy_order(*head) != order) continue;
+    if (head_pfn >= area_start && head_pfn + (uint64_t(1) << order) <= area_end) break;
+    const int list_mt = int(head->buddy_list_mt);
+    del_page_from_free_list(head, zone, order);
+    for (uint64_t b = 0; b < (uint64_t(1) << (order - pageblock_order)); ++b) {
+      Page* part = head + b * pageblock_nr_pages;
+      add_to_free_list_tail(part, zone, pageblock_order, list_mt);
+      set_buddy_order(*part, pageblock_order);
+    }
+    break;
+  }
+  zone.set_pageblock_migratetype(page, MIGRATE_CMA);
+  const int moved = move_freepages_block(zone, page, MIGRATE_CMA, nullptr);
+  zone.__mod_zone_page_state(NR_FREE_CMA_PAGES, moved);
+  return moved;
+}
+
+}  // namespace
+
+AllocMutex parse_alloc_mutex(const std::string& name, const std::string& param) {
+  if (name == "global") return AllocMutex::global;
+  if (name == "per_area") return AllocMutex::per_area;
+  bad_arg(param + ": unknown value '" + name + "' (allowed: 'global' (one cma_mutex, before the patch), " +
+          "'per_area' (cma->alloc_mutex, after))");
+}
+
+const char* to_string(AllocMutex m) { return m == AllocMutex::global ? "global" : "per_area"; }
+
+void CmaAllocStats::add(const CmaAllocStats& o) {
+  calls += o.calls;
+  attempts += o.attempts;
+  busy_retries += o.busy_retries;
+  failures += o.failures;
+  cma_lock += o.cma_lock;
+  mutex_wait_ticks += o.mutex_wait_ticks;
+  mutex_hold_ticks += o.mutex_hold_ticks;
+  if (o.last_error) last_error = o.last_error;
+  contig.add(o.contig);
+}
+
+uint64_t bitmap_find_next_zero_area_off(const std::vector<uint64_t>& map, uint64_t size, uint64_t start, uint64_t nr,
+                                        uint64_t align_mask, uint64_t align_offset) {
+  for (;;) {
+    uint64_t index = find_next_bit(map, size, start, false);
+    // Align allocation: __ALIGN_MASK(index + align_offset, align_mask) - align_offset.
+    index = ((index + align_offset + align_mask) & ~align_mask) - align_offset;
+    const uint64_t end = index + nr;
+    if (end > size) return end;
+    const uint64_t i = find_next_bit(map, end, index, true);
+    if (i < end) {
+      start = i + 1;
+      continue;
+    }
+    return index;
+  }
+}
+
+// ---- struct cma ---------------------------------------------------------------------------------------------------
+
+Cma::Cma(LockDomain& locks, std::string n, int node, uint64_t base, uint64_t pages, unsigned opb, Lock* global)
+    : name(std::move(n)),
+      nid(node),
+      base_pfn(base),
+      count(pages),
+      order_per_bit(opb),
+      lock(locks, "cma->lock"),
+      alloc_mutex(locks, "cma->alloc_mutex"),
+      alloc_lock_(global ? global : &alloc_mutex),
+      available_count_(pages),
+      bitmap_(((pages >> opb) + 63) / 64, 0) {}
+
+uint64_t Cma::bits_set() const {
+  uint64_t n = 0;
+  for (uint64_t w : bitmap_) n += uint64_t(std::popcount(w));
+  return n;
+}
+
+// ---- declaration and activation -----------------------------------------------------------------------------------
+
+std::vector<CmaAreaSpec> CmaAreas::one_per_node(const MemorySystem& ms, uint64_t pages) {
+  std::vector<CmaAreaSpec> v;
+  for (int n = 0; n < ms.nr_nodes(); ++n)
+    if (ms.node_present_pages(n)) v.push_back({n, pages});
+  return v;
+}
+
+CmaAreas::CmaAreas(MemorySystem& ms, LockDomain& locks, const std::vector<CmaAreaSpec>& areas, AllocMutex mode,
+                   unsigned order_per_bit)
+    : cma_mutex(locks, "cma_mutex"), ms_(ms), mode_(mode) {
+  if (order_per_bit > 20)
+    bad_arg("order_per_bit: " + std::to_string(order_per_bit) + " is out of range (allowed: 0..20)");
+  const uint64_t unit = std::max<uint64_t>(pageblock_nr_pages, uint64_t(1) << order_per_bit);
+  // cma_declare_contiguous_nid: validate everything, place each area top-down in its node.
+  std::vector<uint64_t> top(size_t(ms.nr_nodes()));
+  for (int n = 0; n < ms.nr_nodes(); ++n) top[size_t(n)] = ms.node_start_pfn(n) + ms.node_present_pages(n);
+  std::vector<uint64_t> bases;
+  for (size_t i = 0; i < areas.size(); ++i) {
+    const CmaAreaSpec& a = areas[i];
+    const std::string at = "cma_areas[" + std::to_string(i) + "]: ";
+    if (a.nid < 0 || a.nid >= ms.nr_nodes() || !ms.node_present_pages(a.nid))
+      bad_arg(at + "node " + std::to_string(a.nid) + " has no memory (allowed: a node of the model with memory)");
+    if (a.pages == 0 || a.pages % unit)
+      bad_arg(at + std::to_string(a.pages) + " pages is not allowed (allowed: a positive multiple of " +
+              std::to_string(unit) + " pages: whole pageblocks and whole bitmap bits of 2^" +
+              std::to_string(order_per_bit) + " pages)");
+    const uint64_t start = ms.node_start_pfn(a.nid);
+    uint64_t& t = top[size_t(a.nid)];
+    const uint64_t end = t & ~(pageblock_nr_pages - 1);
+    if (end < start || end - start < a.pages)
+      bad_arg(at + std::to_string(a.pages) + " pages do not fit node " + std::to_string(a.nid) + ", which has " +
+              std::to_string(end > start ? end - start : 0) + " pages left below the areas already declared");
+    t = end - a.pages;
+    bases.push_back(t);
+  }
+  // Every page of every area must still be free: CMA memory is reserved at boot, before anything allocates.
+  for (size_t i = 0; i < areas.size(); ++i) {
+    Zone& zone = ms.zone(areas[i].nid);
+    const uint64_t base = bases[i], end = base + areas[i].pages;
+    uint64_t pfn = std::max(zone.zone_start_pfn, base & ~(MAX_ORDER_NR_PAGES - 1));
+    while (pfn < end) {
+      const Page* p = zone.pfn_to_page(pfn);
+      if (PageBuddy(*p)) {
+        pfn += uint64_t(1) << buddy_order(*p);
+      } else if (pfn >= base) {
+        bad_arg("cma_areas[" + std::to_string(i) + "]: pfn " + std::to_string(pfn) +
+                " is already in use (declare CMA areas right after building the MemorySystem)");
+      } else {
+        ++pfn;
+      }
+    }
+  }
+  // cma_activate_area: every pageblock becomes MIGRATE_CMA and its free pages go to the CMA lists.
+  for (size_t i = 0; i < areas.size(); ++i) {
+    const CmaAreaSpec& a = areas[i];
+    Zone& zone = ms.zone(a.nid);
+    const uint64_t base = bases[i], end = base + a.pages;
+    LockToken t;
+    zone.lock_zone(t);
+    long moved = 0;
+    for (uint64_t pfn = base; pfn < end; pfn += pageblock_nr_pages)
+      moved += init_cma_reserved_pageblock(zone, pfn, base, end);
+    zone.unlock_zone(t);
+    if (uint64_t(moved) != a.pages)
+      throw std::logic_error("cma_activate_area: moved " + std::to_string(moved) + " free pages of " +
+                             std::to_string(a.pages));
+    areas_.push_back(std::make_unique<Cma>(locks, "cma" + std::to_string(i), a.nid, base, a.pages, order_per_bit,
+                                           mode == AllocMutex::global ? &cma_mutex : nullptr));
+  }
+}
+
+Cma* CmaAreas::find(uint64_t pfn) const {
+  for (const auto& c : areas_)
+    if (c->contains(pfn)) return c.get();
+  return nullptr;
+}
+
+std::vector<std::string> CmaAreas::check(bool idle) const {
+  std::vector<std::string> errors;
+  for (const auto& c : areas_) {
+    const std::string at = c->name + " (node " + std::to_string(c->nid) + "): ";
+    const uint64_t bits = c->bits_set();
+    const uint64_t avail = c->available_count();
+    if (avail > c->count) errors.push_back(at + "available_count " + std::to_string(avail) + " exceeds its size");
+    if ((bits == 0) != (avail == c->count))
+      errors.push_back(at + std::to_string(bits) + " bitmap bits set but available_count is " + std::to_string(avail) +
+                       " of " + std::to_string(c->count));
+    if (bits << c->order_per_bit < c->count - avail)
+      errors.push_back(at + std::to_string(bits) + " bits cover fewer pages than the " +
+                       std::to_string(c->count - avail) + " handed out");
+    if (idle && (bits || avail != c->count))
+      errors.push_back(at + "not idle: " + std::to_string(bits) + " bits set, available_count " +
+                       std::to_string(avail));
+    const Zone& zone = ms_.zone(c->nid);
+    for (uint64_t pfn = c->base_pfn; pfn < c->base_pfn + c->count; pfn += pageblock_nr_pages) {
+      const int mt = zone.get_pfnblock_migratetype(pfn);
+      if (mt != MIGRATE_CMA && (idle || mt != MIGRATE_ISOLATE)) {
+        errors.push_back(at + "pageblock at pfn " + std::to_string(pfn) + " is " + migratetype_name(mt) + ", not CMA");
+        break;
+      }
+    }
+  }
+  return errors;
+}
+
+// ---- cma_alloc / cma_release --------------------------------------------------------------------------------------
+
+void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count, CmaAllocStats* stats) {
+  const uint64_t bitmap_no = (pfn - cma.base_pfn) >> cma.order_per_bit;
+  const uint64_t bitmap_count = cma_bitmap_pages_to_bits(cma, count);
+  LockToken t;
+  cma.lock.lock(t);
+  bitmap_clear(cma.bitmap_, bitmap_no, bitmap_count);
+  cma.available_count_ += count;
+  cma.lock.unlock(t);
+  if (stats) ++stats->cma_lock;
+}
+
+Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t align, CmaAllocStats* stats,
+                const std::function<bool()>& fatal_signal_pending) {
+  if (count == 0 || count > cma.count)
+    bad_arg("count: " + std::to_string(count) + " pages is out of range for " + cma.name + " (allowed: 1.." +
+            std::to_string(cma.count) + ")");
+  if (align == 0 || !std::has_single_bit(align))
+    bad_arg("align: " + std::to_string(align) + " is not a power of two (allowed: 1, 2, 4, ... pages)");
+  CmaAllocStats local;
+  CmaAllocStats& st = stats ? *stats : local;
+  ++st.calls;
+  const unsigned align_order = unsigned(std::countr_zero(align));
+  const uint64_t mask = cma_bitmap_aligned_mask(cma, align_order);
+  const uint64_t offset = cma_bitmap_aligned_offset(cma, align_order);
+  const uint64_t bitmap_maxno = cma.bitmap_maxno();
+  const uint64_t bitmap_count = cma_bitmap_pages_to_bits(cma, count);
+  uint64_t start = 0;
+  Page* page = nullptr;
+  int ret = -ENOMEM;
+  for (;;) {
+    uint64_t bitmap_no;
+    {
+      LockToken t;
+      cma.lock.lock(t);
+      ++st.cma_lock;
+      // If the request is larger than the available number of pages, stop right away.
+      if (count > cma.available_count_) {
+        cma.lock.unlock(t);
+        break;
+      }
+      bitmap_no = bitmap_find_next_zero_area_off(cma.bitmap_, bitmap_maxno, start, bitmap_count, mask, offset);
+      if (bitmap_no >= bitmap_maxno) {
+        cma.lock.unlock(t);
+        break;
+      }
+      bitmap_set(cma.bitmap_, bitmap_no, bitmap_count);
+      cma.available_count_ -= count;
+      // It's safe to drop the lock here. We've marked this region for our exclusive use. If the migration fails
+      // we will take the lock again and unmark it.
+      cma.lock.unlock(t);
+    }
+    const uint64_t pfn = cma.base_pfn + (bitmap_no << cma.order_per_bit);
+    Lock& m = cma.alloc_lock();
+    LockToken mt;
+    const uint64_t c0 = clock_ticks();
+    m.lock(mt);  // mutex_lock(&cma_mutex) before the patch, mutex_lock(&cma->alloc_mutex) after
+    const uint64_t c1 = clock_ticks();
+    ++st.attempts;
+    ret = alloc_contig_range(mc, cpu, pfn, pfn + count, MIGRATE_CMA, GFP_KERNEL, &st.contig, fatal_signal_pending);
+    m.unlock(mt);
+    st.mutex_wait_ticks += c1 - c0;
+    st.mutex_hold_ticks += clock_ticks() - c1;
+    if (ret == 0) {
+      page = mc.ms.pfn_to_page(pfn);
+      break;
+    }
+    cma_clear_bitmap(cma, pfn, count, &st);
+    if (ret != -EBUSY) break;
+    ++st.busy_retries;
+    // Try again with a bit different memory target.
+    start = bitmap_no + mask + 1;
+  }
+  if (!page) {
+    ++st.failures;
+    st.last_error = ret;
+  }
+  return page;
+}
+
+bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_t count, CmaAllocStats* stats) {
+  if (!pages || count == 0) return false;
+  const uint64_t pfn = ms.page_to_pfn(pages);
+  // cma_pages_valid
+  if (page_to_nid(*pages) != cma.nid || !cma.contains(pfn) || pfn + count > cma.base_pfn + cma.count) return false;
+  free_contig_range(ms, cpu, pfn, count);
+  cma_clear_bitmap(cma, pfn, count, stats);
+  return true;
+}
+
+}  // namespace alloclab::mm

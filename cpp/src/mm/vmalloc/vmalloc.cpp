@@ -1,0 +1,269 @@
+// VmallocSpace: set-up, __get_vm_area_node(), alloc_vmap_area(), setup_vmalloc_vm(), remove_vm_area(), vfree()
+// (see vmalloc.hpp). Linux v6.9+ mm/vmalloc.c, with the v6.7 shape when nr_vmap_nodes = 1.
+#include "alloclab/vmalloc/vmalloc.hpp"
+
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+namespace alloclab::vmalloc {
+
+VmallocStats& VmallocStats::operator+=(const VmallocStats& o) {
+  allocs += o.allocs;
+  alloc_failures += o.alloc_failures;
+  frees += o.frees;
+  busy_lock_alloc += o.busy_lock_alloc;
+  busy_lock_setup += o.busy_lock_setup;
+  busy_lock_free += o.busy_lock_free;
+  free_lock_alloc += o.free_lock_alloc;
+  free_lock_purge += o.free_lock_purge;
+  pool_lock += o.pool_lock;
+  lazy_lock += o.lazy_lock;
+  purge_lock += o.purge_lock;
+  pool_hits += o.pool_hits;
+  pool_misses += o.pool_misses;
+  searches += o.searches;
+  search_steps += o.search_steps;
+  for (int i = 0; i < 5; ++i) fit[i] += o.fit[i];
+  merges += o.merges;
+  drains += o.drains;
+  overflow_purges += o.overflow_purges;
+  purges += o.purges;
+  purged_areas += o.purged_areas;
+  purged_pages += o.purged_pages;
+  tlb_flushes += o.tlb_flushes;
+  decayed_areas += o.decayed_areas;
+  va_objs_alloc += o.va_objs_alloc;
+  va_objs_free += o.va_objs_free;
+  overlap_warnings += o.overlap_warnings;
+  return *this;
+}
+
+namespace {
+
+unsigned long default_lazy_max_pages(unsigned nr_cpus) {
+  // lazy_max_pages(): fls(num_online_cpus()) * (32 MiB / PAGE_SIZE).
+  const unsigned log = unsigned(std::bit_width(nr_cpus));
+  return log * (32ul * 1024 * 1024 / PAGE_SIZE);
+}
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+}  // namespace
+
+VmallocSpace::VmallocSpace(LockDomain& locks, const VmallocConfig& cfg)
+    : cfg_(cfg),
+      nr_vmap_nodes_(cfg.nr_vmap_nodes),
+      lazy_max_pages_(cfg.lazy_max_pages ? cfg.lazy_max_pages : default_lazy_max_pages(cfg.nr_cpus)),
+      bounce_ticks_(ns_to_ticks(cfg.bounce_ns)),
+      tlb_ticks_(ns_to_ticks(cfg.tlb_flush_ns)),
+      free_lock_(locks, "free_vmap_area_lock"),
+      purge_lock_(locks, "vmap_purge_lock") {
+  require(cfg.nr_vmap_nodes >= 1 && cfg.nr_vmap_nodes <= MAX_VMAP_NODES,
+          "vmap_nodes: " + std::to_string(cfg.nr_vmap_nodes) + " is outside 1.." + std::to_string(MAX_VMAP_NODES));
+  require(IS_ALIGNED(cfg.vstart, PAGE_SIZE) && IS_ALIGNED(cfg.vend, PAGE_SIZE) && cfg.vend > cfg.vstart,
+          "vmalloc_size: the range must be a non-empty multiple of PAGE_SIZE");
+  require(cfg.nr_cpus >= 1, "nr_cpus: must be at least 1");
+  require(cfg.nr_contexts >= 1, "nr_contexts: must be at least 1");
+  for (unsigned i = 0; i < nr_vmap_nodes_; ++i) nodes_.push_back(std::make_unique<VmapNode>(locks, v67_shape()));
+  cpus_.resize(size_t(cfg.nr_contexts));
+  // vmap_init_free_space(): the whole range is one free area.
+  VmapCpu& c = cpus_[0];
+  VmapArea* va = kmem_cache_alloc_va(c);
+  va->va_start = cfg.vstart;
+  va->va_end = cfg.vend;
+  insert_vmap_area_augment(c, va, nullptr, free_);
+}
+
+VmallocSpace::~VmallocSpace() {
+  auto drop_list = [](ListHead* head, bool busy) {
+    for (ListHead *p = head->next, *n = p->next; p != head; p = n, n = p->next) {
+      VmapArea* va = va_of_list(p);
+      if (busy && va->vm) free_vm_struct(va->vm);
+      delete va;
+    }
+    INIT_LIST_HEAD(head);
+  };
+  drop_list(&free_.head, false);
+  for (auto& vn : nodes_) {
+    drop_list(&vn->busy.head, true);
+    drop_list(&vn->lazy.head, false);
+    drop_list(&vn->purge_list, false);
+    for (auto& vp : vn->pool) drop_list(&vp.head, false);
+  }
+  // The per-CPU preloaded objects and object caches go with cpus_ (~VmapCpu).
+}
+
+std::string_view VmallocSpace::busy_lock_class() const { return v67_shape() ? "vmap_area_lock" : "vn->busy.lock"; }
+std::string_view VmallocSpace::lazy_lock_class() const {
+  return v67_shape() ? "purge_vmap_area_lock" : "vn->lazy.lock";
+}
+bool VmallocSpace::lazy_lock_counted() const { return nodes_[0]->lazy_lock.counted(); }
+
+VmStruct* VmallocSpace::get_vm_area(VmapCpu& c, unsigned long size, unsigned long align, unsigned long flags,
+                                    const void* caller) {
+  if (size == 0) throw std::invalid_argument("size: 0 bytes (must be at least 1)");
+  if (!is_power_of_2(align)) throw std::invalid_argument("align: " + std::to_string(align) + " is not a power of two");
+  const unsigned long requested_size = size;
+  size = PAGE_ALIGN(size);  // ALIGN(size, 1ul << shift) with shift = PAGE_SHIFT
+  if (size == 0 || size > cfg_.vend - cfg_.vstart)
+    throw std::invalid_argument("size: " + std::to_string(requested_size) + " bytes do not fit the vmalloc range");
+  VmStruct* area = new VmStruct;  // kzalloc_node()
+  if (!(flags & VM_NO_GUARD)) size += PAGE_SIZE;
+
+  VmapArea* va;
+  if (cfg_.busy_lock_once) {
+    // As merged (v6.10, aaab830ad887 + Baoquan He's follow-up): the caller's fields first, the address and
+    // va->vm inside alloc_vmap_area() before its single busy-lock section.
+    area->flags = flags;
+    area->caller = caller;
+    area->requested_size = requested_size;
+    va = alloc_vmap_area(c, size, align, cfg_.vstart, cfg_.vend, 0, area);
+  } else {
+    va = alloc_vmap_area(c, size, align, cfg_.vstart, cfg_.vend, 0, nullptr);
+  }
+  if (!va) {
+    delete area;
+    return nullptr;
+  }
+  if (!cfg_.busy_lock_once) {
+    area->requested_size = requested_size;
+    setup_vmalloc_vm(c, area, va, flags, caller);  // the second busy-lock acquisition
+  }
+  ++c.st.allocs;
+  return area;
+}
+
+VmapArea* VmallocSpace::alloc_vmap_area(VmapCpu& c, unsigned long size, unsigned long align, unsigned long vstart,
+                                        unsigned long vend, unsigned long va_flags, VmStruct* vm) {
+  if (size == 0 || !IS_ALIGNED(size, PAGE_SIZE) || !is_power_of_2(align))
+    throw std::invalid_argument("alloc_vmap_area: size must be a non-zero page multiple and align a power of two");
+
+  // A hit in this CPU's node pool needs no free_vmap_area_lock. On a miss the area still carries the vn_id, so
+  // that it goes back to this node's pool when it is purged: pools fill on demand.
+  unsigned long addr;
+  unsigned vn_id;
+  VmapArea* va = node_alloc(c, size, align, vstart, vend, &addr, &vn_id);
+  if (!va) va = kmem_cache_alloc_va(c);
+
+  bool purged = false;
+  for (;;) {
+    if (addr == vend) {
+      // preload_this_cpu_lock(): an object for an NE_FIT_TYPE split, allocated before the lock is taken.
+      if (!c.ne_fit_preload_node) c.ne_fit_preload_node = kmem_cache_alloc_va(c);
+      ScopedLock g(free_lock_);
+      ++c.st.free_lock_alloc;
+      touch(free_last_cpu_, c);
+      addr = alloc_from_free_tree(c, free_, size, align, vstart, vend);
+    }
+    if (addr != vend) break;
+    // overflow: purge the lazy areas (and drain the pools) once, then retry.
+    if (purged) {
+      kmem_cache_free_va(c, va);
+      ++c.st.alloc_failures;  // "vmalloc_node_range for size %lu failed: Address range full"
+      return nullptr;
+    }
+    ++c.st.overflow_purges;
+    reclaim_and_purge_vmap_areas(c);
+    purged = true;
+  }
+
+  va->va_start = addr;
+  va->va_end = addr + size;
+  va->vm = nullptr;
+  va->flags = va_flags | vn_id;
+  if (vm) {
+    vm->addr = addr;
+    vm->size = va_size(va);
+    va->vm = vm;
+  }
+  if (!IS_ALIGNED(va->va_start, align) || va->va_start < vstart || va->va_end > vend)
+    throw std::logic_error("alloc_vmap_area: BUG_ON: area outside [vstart, vend) or misaligned");
+
+  VmapNode* vn = addr_to_node(va->va_start);
+  bool inserted;
+  {
+    ScopedLock g(vn->busy_lock);
+    ++c.st.busy_lock_alloc;
+    touch(vn->busy_last_cpu, c);
+    inserted = insert_vmap_area(c, va, vn->busy);
+  }
+  if (!inserted) throw std::logic_error("alloc_vmap_area: vmalloc bug: the new area overlaps a busy area");
+  return va;
+}
+
+void VmallocSpace::setup_vmalloc_vm(VmapCpu& c, VmStruct* vm, VmapArea* va, unsigned long flags, const void* caller) {
+  VmapNode* vn = addr_to_node(va->va_start);
+  ScopedLock g(vn->busy_lock);
+  ++c.st.busy_lock_alloc;
+  ++c.st.busy_lock_setup;
+  touch(vn->busy_last_cpu, c);
+  // setup_vmalloc_vm_locked()
+  vm->flags = flags;
+  vm->addr = va->va_start;
+  vm->size = va->va_end - va->va_start;
+  vm->caller = caller;
+  va->vm = vm;
+}
+
+VmapArea* VmallocSpace::find_unlink_vmap_area(VmapCpu& c, unsigned long addr) {
+  // An area lives in the busy tree of addr_to_node(va_start); the kernel still walks every node if needed.
+  unsigned i = addr_to_node_id(addr);
+  const unsigned j = i;
+  do {
+    VmapNode* vn = nodes_[i].get();
+    VmapArea* va;
+    {
+      ScopedLock g(vn->busy_lock);
+      ++c.st.busy_lock_free;
+      touch(vn->busy_last_cpu, c);
+      va = find_vmap_area_in(addr, &vn->busy.root);
+      if (va) unlink_va(va, &vn->busy.root, false);
+    }
+    if (va) return va;
+  } while ((i = (i + 1) % nr_vmap_nodes_) != j);
+  return nullptr;
+}
+
+VmStruct* VmallocSpace::remove_vm_area(VmapCpu& c, unsigned long addr) {
+  if (!IS_ALIGNED(addr, PAGE_SIZE)) return nullptr;  // WARN "Trying to vfree() bad address"
+  VmapArea* va = find_unlink_vmap_area(c, addr);
+  if (!va) return nullptr;
+  VmStruct* vm = va->vm;
+  if (!vm) throw std::logic_error("remove_vm_area: busy area without a vm_struct");
+  // free_unmap_vmap_area(): vunmap_range_noflush() (page tables: not modelled) + free_vmap_area_noflush().
+  free_vmap_area_noflush(c, va);
+  ++c.st.frees;
+  return vm;
+}
+
+void VmallocSpace::free_vm_struct(VmStruct* vm) {
+  delete[] vm->pages;
+  delete vm;
+}
+
+bool VmallocSpace::vfree(VmapCpu& c, unsigned long addr) {
+  VmStruct* vm = remove_vm_area(c, addr);
+  if (!vm) return false;
+  free_vm_struct(vm);
+  return true;
+}
+
+VmallocStats VmallocSpace::stats() const {
+  VmallocStats s;
+  for (const auto& c : cpus_) s += c.st;
+  return s;
+}
+
+void VmallocSpace::reset_stats() {
+  for (auto& c : cpus_) {
+    const uint64_t a = c.st.va_objs_alloc, f = c.st.va_objs_free;
+    c.st = VmallocStats{};
+    c.st.va_objs_alloc = a;
+    c.st.va_objs_free = f;
+  }
+}
+
+}  // namespace alloclab::vmalloc

@@ -1,0 +1,290 @@
+"""The CMA per-area-lock seed: one global ``cma_mutex`` around ``alloc_contig_range``, or one mutex per area.
+
+Seed: Ge Yang, "mm/cma: using per-CMA locks to improve concurrent allocation performance" (v2, 2025-02-10). On a
+3-node machine booted with ``hugetlb_cma=30G`` (a 10 GiB CMA area per node), filled with ``dd`` to one
+``/dev/shm`` file, three terminals allocated 10 GiB each from their own area at once through debugfs. Published
+(``time`` of each terminal): without the patch ~7 s / ~14 s / ~21 s, with it ~7 s / ~8 s / ~7 s. ``PUBLISHED``
+holds exactly that, nothing else.
+
+Ours: the ``cma_concurrent`` scenario on a 4-node model (area *i* on node *i*, its worker pinned there), 1-4
+regions x both variants, interleaved repeats; then, with per-area mutexes, ``files="shared"`` (the seed's one
+file: one ``mapping->i_pages`` lock for every area) vs ``"per_area"`` files, which tests the hypothesis that the
+shared page-cache lock explains the seed's 8 s outlier. Beside the times, every run checks its lock counts against
+the documented formula (``lock_counts_exact``), and lock_stat's wait time on the mutexes shows the staircase's
+cause. With more regions than host PUs a run is oversubscribed: the table says so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import plot, stats
+from ..config import sized
+from ..sweep import SweepResult, sweep
+from ..topology import Topology
+from . import StudyResult, beside
+
+NAME = "cma_per_area_lock"
+TITLE = "CMA: global cma_mutex vs per-area cma->alloc_mutex, 1-4 regions (the 7/14/21 s vs 7/8/7 s table)"
+SCENARIOS = ("cma_concurrent",)
+SEED = "cma-per-area-lock"
+
+#: The seed's three terminals, in its order (seconds, "~" in the mail).
+PUBLISHED_TERMINALS = pd.DataFrame(
+    {
+        "alloc_mutex": ["global"] * 3 + ["per_area"] * 3,
+        "terminal": [1, 2, 3] * 2,
+        "elapsed_s": [7.0, 14.0, 21.0, 7.0, 8.0, 7.0],
+    }
+)
+#: The same figures as our summary columns: 3 regions, completion times sorted, fastest, slowest, their ratio.
+PUBLISHED = pd.DataFrame(
+    {
+        "regions": [3, 3],
+        "alloc_mutex": ["global", "per_area"],
+        "completion_sorted_s": ["7 / 14 / 21", "7 / 7 / 8"],
+        "fastest_s": [7.0, 7.0],
+        "slowest_s": [21.0, 8.0],
+        "ratio_slowest_fastest": [3.0, 8.0 / 7.0],
+    }
+)
+
+VARIANTS = ("global", "per_area")
+REGIONS = (1, 2, 3, 4)
+TOPOLOGY = "node:4 core:1 pu:1"  # one node (and one model CPU) per area, for every region count
+
+
+def sizes(quick: bool) -> dict[str, int]:
+    """Pages per region and repeats: the scenario's default (about a second per run) or a quick few thousand."""
+    return {
+        "pages_per_region": sized(131_072, 4_096, quick_mode=quick),
+        "repeats": sized(5, 2, quick_mode=quick),
+    }
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    """Sweep regions x alloc_mutex, then files shared vs per_area; tabulate beside the seed and draw the plots.
+
+    Args:
+        quick: 4,096 pages per region and 2 repeats (seconds) instead of 131,072 and 5.
+        out_dir: where the PNG plots go.
+        progress: show the sweeps' progress bars.
+    """
+    size = sizes(quick)
+    result = sweep(
+        "cma_concurrent",
+        grid={"regions": list(REGIONS), "alloc_mutex": list(VARIANTS)},
+        repeats=size["repeats"],
+        topology=TOPOLOGY,
+        progress=progress,
+        detail=True,
+        pages_per_region=size["pages_per_region"],
+    )
+    assert isinstance(result, SweepResult)
+    files_regions = files_regions_for_host()
+    files = sweep(
+        "cma_concurrent",
+        grid={"files": ["shared", "per_area"]},
+        repeats=size["repeats"],
+        topology=TOPOLOGY,
+        progress=progress,
+        detail=True,
+        regions=files_regions,
+        alloc_mutex="per_area",
+        pages_per_region=size["pages_per_region"],
+    )
+    assert isinstance(files, SweepResult)
+    table = summarize(result.runs)
+    plots = draw(result, files, out_dir)
+    notes = [
+        f"model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
+        f"(the seed: 2,621,440); {size['repeats']} interleaved repeats; load average at the end: {_loadavg()}",
+        *reading(table),
+        *files_reading(files_table(files), files_regions),
+    ]
+    failed = pd.concat([result.runs, files.runs])
+    failed = failed[failed["status"] != "ok"]
+    if len(failed):
+        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    return StudyResult(
+        table=table,
+        plots=plots,
+        data=result,
+        notes=notes,
+        meta={"topology": TOPOLOGY, "files_comparison": files_table(files).to_dict(orient="records")},
+    )
+
+
+def files_regions_for_host() -> int:
+    """Regions for the files comparison: the seed's 3, but no more than the host has PUs (at least 2)."""
+    return max(2, min(3, Topology.host().pus))
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (regions, alloc_mutex): medians of our completion times beside the seed's.
+
+    Args:
+        runs: the sweep table (``regions`` x ``alloc_mutex``).
+
+    Returns:
+        ``regions, alloc_mutex, runs, completion_sorted_s`` (the median of each rank, ``"a / b / c"``),
+        ``fastest_s``, ``slowest_s``, ``ratio_slowest_fastest`` (medians) and its IQR, ``slowest_vs_global``
+        (median slowest / the global median at the same regions) with its U-test ``p_value`` and
+        ``too_few_repeats``, ``alloc_mutex_wait_s`` (lock_stat, median), ``lock_counts_exact`` (every repeat),
+        ``oversubscribed``, then the seed's figures as ``published_*`` (NaN except at 3 regions).
+    """
+    ok = runs[runs["status"] == "ok"].copy()
+    rank_cols = sorted((c for c in ok.columns if c.startswith("completion_s_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    rows = []
+    for (regions, variant), g in ok.groupby(["regions", "alloc_mutex"], sort=True):
+        ranks = [g[c].median() for c in rank_cols[: int(regions)]]
+        rows.append(
+            {
+                "regions": int(regions),
+                "alloc_mutex": variant,
+                "runs": len(g),
+                "completion_sorted_s": " / ".join(f"{t:.3g}" for t in ranks),
+                "fastest_s": g["fastest_s"].median(),
+                "slowest_s": g["slowest_s"].median(),
+                "ratio_slowest_fastest": g["ratio_slowest_fastest"].median(),
+                "ratio_iqr": g["ratio_slowest_fastest"].quantile(0.75) - g["ratio_slowest_fastest"].quantile(0.25),
+                "alloc_mutex_wait_s": g["alloc_mutex_wait_s"].median(),
+                "lock_counts_exact": bool(g["lock_counts_exact"].astype(bool).all()),
+                "oversubscribed": bool(g["oversubscribed"].astype(bool).any()),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if len(ok) and ok["alloc_mutex"].nunique() > 1:
+        cmp = stats.compare(ok, by="alloc_mutex", metric="slowest_s", within="regions", baseline="global")
+        cmp = cmp.rename(columns={"ratio": "slowest_vs_global"})
+        table = table.merge(
+            cmp[["regions", "alloc_mutex", "slowest_vs_global", "p_value", "too_few_repeats"]],
+            on=["regions", "alloc_mutex"],
+            how="left",
+        )
+    return beside(table, PUBLISHED, on=["regions", "alloc_mutex"])
+
+
+def ranked_workers(workers: pd.DataFrame) -> pd.DataFrame:
+    """The per-worker table with ``rank``: 1 for the first worker of its run to finish, 2 for the next, ...
+
+    The global mutex is handed out in no fixed order, so worker ids do not line up across repeats; ranks do
+    (the seed's terminals are, in effect, ranks).
+    """
+    out = workers.copy()
+    out["rank"] = out.groupby("run")["elapsed_s"].rank(method="first").astype(int)
+    return out
+
+
+def files_table(files: SweepResult) -> pd.DataFrame:
+    """Shared file vs one file per area (per-area mutexes): medians, and lock_stat of ``mapping->i_pages``."""
+    ok = files.runs[files.runs["status"] == "ok"]
+    lock = files.lockstat
+    lock = lock[lock["class"] == "mapping->i_pages"] if len(lock) else lock
+    rows = []
+    for variant, g in ok.groupby("files", sort=False):
+        part = lock[lock["run"].isin(g["run"])] if len(lock) else lock
+        rows.append(
+            {
+                "files": variant,
+                "runs": len(g),
+                "fastest_s": g["fastest_s"].median(),
+                "slowest_s": g["slowest_s"].median(),
+                "ratio_slowest_fastest": g["ratio_slowest_fastest"].median(),
+                "i_pages_contentions": float(part["contentions"].median()) if len(part) else 0.0,
+                "i_pages_wait_ms": float(part["waittime_total_ns"].median()) / 1e6 if len(part) else 0.0,
+                "i_pages_hold_ms": float(part["holdtime_total_ns"].median()) / 1e6 if len(part) else 0.0,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def reading(table: pd.DataFrame) -> list[str]:
+    """One line per region count: our ratio slowest/fastest for each variant beside the seed's."""
+    lines = []
+    for regions, g in table.groupby("regions"):
+        parts = []
+        for _, row in g.iterrows():
+            seed = row.get("published_ratio_slowest_fastest")
+            seed_txt = f" (seed {seed:.2f})" if pd.notna(seed) else ""
+            over = ", oversubscribed" if row["oversubscribed"] else ""
+            parts.append(
+                f"{row['alloc_mutex']}: {row['completion_sorted_s']} s, slowest/fastest "
+                f"{row['ratio_slowest_fastest']:.2f}{seed_txt}{over}"
+            )
+        lines.append(f"{regions} region(s): " + "; ".join(parts))
+    return lines
+
+
+def files_reading(ft: pd.DataFrame, regions: int) -> list[str]:
+    """The files comparison in one line: does a shared mapping->i_pages slow the per-area variant?"""
+    if not len(ft):
+        return []
+    by = ft.set_index("files")
+    parts = [
+        f"{f}: slowest {by.loc[f, 'slowest_s']:.3g} s, slowest/fastest {by.loc[f, 'ratio_slowest_fastest']:.2f}, "
+        f"mapping->i_pages {by.loc[f, 'i_pages_contentions']:.0f} contentions, "
+        f"{by.loc[f, 'i_pages_wait_ms']:.3g} ms wait"
+        for f in by.index
+    ]
+    return [f"per_area, {regions} regions, files " + "; ".join(parts)]
+
+
+def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
+    """The study's plots, written as PNGs into ``out_dir``; returns their paths.
+
+    ``workers.png`` (completion time per finishing rank, both variants, at the largest region count that is not
+    oversubscribed — the 7/14/21 s picture), ``seed_workers.png`` (the seed's terminals), ``slowest.png`` (slowest
+    completion vs regions), ``lockstat.png`` (wait vs hold of the mutexes and the page-cache lock) and
+    ``files.png`` (shared vs per-area files).
+    """
+    runs, paths = result.runs, []
+    ok = runs[runs["status"] == "ok"]
+    fit = ok[~ok["oversubscribed"].astype(bool)]
+    regions = int(fit["regions"].max()) if len(fit) else int(ok["regions"].max()) if len(ok) else 1
+    workers = ranked_workers(result.workers) if len(result.workers) else result.workers
+    if len(workers):
+        ax = Figure(figsize=(7, 4.2), layout="constrained").subplots()
+        part = workers[workers["regions"] == regions]
+        plot.workers(part, y="elapsed_s", by="alloc_mutex", worker="rank", ax=ax,
+                     title=f"ours: completion time by finishing rank, {regions} regions")  # fmt: skip
+        paths.append(plot.savefig(ax, out_dir / "workers.png"))
+
+    ax = Figure(figsize=(6, 4.2), layout="constrained").subplots()
+    plot.workers(PUBLISHED_TERMINALS, y="elapsed_s", by="alloc_mutex", worker="terminal", ax=ax,
+                 title="the seed: 3 terminals, 10 GiB each (published)")  # fmt: skip
+    paths.append(plot.savefig(ax, out_dir / "seed_workers.png"))
+
+    if len(ok):
+        ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
+        plot.scaling(ok, x="regions", y="slowest_s", hue="alloc_mutex", ax=ax, reference=None,
+                     title="slowest completion vs regions")  # fmt: skip
+        paths.append(plot.savefig(ax, out_dir / "slowest.png"))
+
+    lock = result.lockstat
+    classes = ["cma_mutex", "cma->alloc_mutex", "pcpu_drain_mutex", "mapping->i_pages", "zone->lock"]
+    if len(lock):
+        part = lock[(lock["regions"] == regions) & lock["class"].isin(classes)]
+        if len(part):
+            ax = Figure(figsize=(7.5, 4), layout="constrained").subplots()
+            plot.lockstat(part, by="alloc_mutex", ax=ax, log=True,
+                          title=f"lock_stat at {regions} regions: wait vs hold (total)")  # fmt: skip
+            paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
+
+    if len(files.workers):
+        ax = Figure(figsize=(6.4, 4.2), layout="constrained").subplots()
+        plot.workers(ranked_workers(files.workers), y="elapsed_s", by="files", worker="rank", ax=ax,
+                     title="per_area: one shared /dev/shm file vs one file per area")  # fmt: skip
+        paths.append(plot.savefig(ax, out_dir / "files.png"))
+    return paths
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"

@@ -1,0 +1,272 @@
+"""The pcp-refill seed: check_pcp_refill inside zone->lock (v6.2), after it (Halbuer's patch) or off (v6.4+).
+
+Seed: Alexander Halbuer, "mm: reduce lock contention of pcp buffer refill" (2023-02-01). His kernel module ran T
+threads pinned on one socket of a 2 x Xeon Gold 6252 (2.1 GHz fixed), each allocating pages of order 9 (and 0)
+from one node with no frees in the timed loop; the figure is the average ns per allocation. ``PUBLISHED`` is his
+table with the headings corrected (the mail had them swapped; the author confirmed), as in
+``shared/reference/kernel-paths.md`` section 3.4.
+
+Ours: the ``pcp_refill`` scenario on the host's own CPUs, one model CPU per worker on a one-node model with as many
+CPUs as the host, threads 1..host PUs, both orders, the three check placements, interleaved repeats. Beside the
+time per allocation the table carries what no clock can blur: zone->lock acquisitions (which the scenario checks
+against its formula), the struct pages read under zone->lock, and lock_stat's wait and hold for zone->lock.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import plot, stats
+from ..config import sized
+from ..sweep import SweepResult, sweep
+from ..topology import Topology
+from . import StudyResult, beside
+
+NAME = "pcp_refill"
+TITLE = "pcp refill: check_pcp_refill in zone->lock vs after it vs off, orders 9 and 0, threads 1..host CPUs"
+SCENARIOS = ("pcp_refill",)
+SEED = "pcp-refill-check-outside-lock"
+
+CHECKS = ("in_lock", "after_unlock", "off")
+#: The seed's words for our check placements.
+SEED_NAMES = {"in_lock": "default", "after_unlock": "patch", "off": "no-check"}
+
+_CORES = (1, 2, 4, 8, 16, 24)
+_TABLE = {  # order -> check -> ns per allocation at _CORES (Halbuer's table, headings corrected)
+    9: {
+        "in_lock": (2790, 6685, 14264, 29563, 60118, 90226),
+        "after_unlock": (2767, 3484, 3635, 3570, 5785, 8712),
+        "off": (171, 519, 1139, 2268, 4604, 7061),
+    },
+    0: {
+        "in_lock": (127, 140, 178, 363, 735, 1105),
+        "after_unlock": (124, 140, 159, 321, 660, 992),
+        "off": (118, 134, 156, 319, 653, 982),
+    },
+}
+#: Average ns per allocation published by the seed (2 x Xeon Gold 6252 at 2.1 GHz, threads on one socket).
+PUBLISHED = pd.DataFrame(
+    [
+        {"order": order, "check": check, "threads": cores, "ns_per_alloc": float(ns)}
+        for order, by_check in _TABLE.items()
+        for check, row in by_check.items()
+        for cores, ns in zip(_CORES, row, strict=True)
+    ]
+)
+
+
+def host_threads() -> list[int]:
+    """1, 2, 4, ... up to the host's PU count, and the count itself."""
+    n = max(1, Topology.host().pus)
+    out = [t for t in (1, 2, 4, 8, 16, 24, 32, 48, 64) if t < n]
+    return [*out, n]
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    """Sweep threads x check for order 9 and order 0, tabulate beside the seed and draw the plots.
+
+    Args:
+        quick: 32 order-9 / 2,048 order-0 blocks per worker and 2 repeats (seconds) instead of 512 / 32,768 and 5.
+        out_dir: where the PNG plots go.
+        progress: show the sweeps' progress bars.
+    """
+    threads = host_threads()
+    topology = f"node:1 core:{max(threads)} pu:1"  # one model CPU (and pcp) per worker, the same for every point
+    repeats = sized(5, 2, quick_mode=quick)
+    counts = {9: sized(512, 32, quick_mode=quick), 0: sized(32_768, 2_048, quick_mode=quick)}
+    result = sweep_orders(counts, threads, repeats, topology, progress)
+    table = summarize(result.runs)
+    plots = draw(result, out_dir)
+    notes = [
+        f"host: {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
+        f"order 9: {counts[9]}, order 0: {counts[0]}",
+        *reading(table),
+    ]
+    failed = result.runs[result.runs["status"] != "ok"]
+    if len(failed):
+        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology})
+
+
+def sweep_orders(
+    counts: dict[int, int], threads: list[int], repeats: int, topology: str, progress: bool
+) -> SweepResult:
+    """One sweep per order (their block counts differ), joined into one :class:`SweepResult`."""
+    parts = [
+        sweep(
+            "pcp_refill",
+            grid={"check": list(CHECKS), "threads": threads},
+            repeats=repeats,
+            topology=topology,
+            progress=progress,
+            detail=True,
+            order=order,
+            count=count,
+        )
+        for order, count in counts.items()
+    ]
+    runs, workers, lockstat = [], [], []
+    offset_run = offset_config = 0
+    for part in parts:
+        assert isinstance(part, SweepResult)
+        for table, out in ((part.runs, runs), (part.workers, workers), (part.lockstat, lockstat)):
+            t = table.copy()
+            if "run" in t:
+                t["run"] += offset_run
+            if "config" in t:
+                t["config"] += offset_config
+            out.append(t)
+        offset_run += len(part.runs)
+        offset_config += int(part.runs["config"].max()) + 1 if len(part.runs) else 0
+    meta = dict(parts[0].meta)
+    meta["sweeps"] = [p.meta for p in parts]
+    return SweepResult(
+        runs=pd.concat(runs, ignore_index=True),
+        workers=pd.concat(workers, ignore_index=True),
+        lockstat=pd.concat(lockstat, ignore_index=True),
+        meta=meta,
+    )
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (order, check, threads): our median ns per allocation beside the seed's, and the exact counts.
+
+    Args:
+        runs: the sweep table (``order`` x ``check`` x ``threads``).
+
+    Returns:
+        ``order, check, seed_name, threads, runs, ns_per_alloc`` (median), ``ns_per_alloc_iqr``,
+        ``ratio_vs_in_lock`` (our median / the in_lock median at the same order and threads), ``p_value``,
+        ``too_few_repeats``, ``zone_lock_acquisitions`` and ``zone_lock_expected`` (exact, equal in every
+        repeat), ``pages_checked_under_lock``, median ``refill_hold_ns``, ``zone_lock_wait_avg_ns``,
+        ``zone_lock_contentions``, ``oversubscribed``, then ``published_ns_per_alloc`` and
+        ``published_ratio_vs_in_lock`` (NaN where the seed has no such thread count).
+    """
+    cmp = stats.compare(runs, by="check", metric="ns_per_alloc", within=["order", "threads"], baseline="in_lock")
+    cmp = cmp.rename(columns={"n": "runs", "median": "ns_per_alloc", "iqr": "ns_per_alloc_iqr",
+                              "ratio": "ratio_vs_in_lock"})  # fmt: skip
+    cmp = cmp[["order", "threads", "check", "runs", "ns_per_alloc", "ns_per_alloc_iqr", "ratio_vs_in_lock",
+               "p_value", "too_few_repeats"]]  # fmt: skip
+    ok = runs[runs["status"] == "ok"]
+    extra = (
+        ok.groupby(["order", "check", "threads"], sort=False)
+        .agg(
+            zone_lock_acquisitions=("zone_lock_acquisitions", "max"),
+            zone_lock_expected=("zone_lock_expected", "max"),
+            zone_lock_exact=("zone_lock_exact", "all"),
+            pages_checked_under_lock=("pages_checked_under_lock", "max"),
+            refill_hold_ns=("refill_hold_ns", "median"),
+            zone_lock_wait_avg_ns=("zone_lock_wait_avg_ns", "median"),
+            zone_lock_contentions=("zone_lock_contentions", "median"),
+            oversubscribed=("oversubscribed", "max"),
+        )
+        .reset_index()
+    )
+    table = cmp.merge(extra, on=["order", "check", "threads"], how="left")
+    table.insert(2, "seed_name", table["check"].map(SEED_NAMES))
+    order_rank = {9: 0, 0: 1}
+    check_rank = {c: i for i, c in enumerate(CHECKS)}
+    table = table.sort_values(
+        ["order", "check", "threads"],
+        key=lambda c: c.map(order_rank) if c.name == "order" else c.map(check_rank) if c.name == "check" else c,
+    ).reset_index(drop=True)
+    table = beside(table, PUBLISHED, on=["order", "check", "threads"])
+    base = PUBLISHED[PUBLISHED["check"] == "in_lock"].set_index(["order", "threads"])["ns_per_alloc"]
+    keys = list(zip(table["order"], table["threads"], strict=True))
+    table["published_ratio_vs_in_lock"] = [
+        p / base.get(k, float("nan")) for p, k in zip(table["published_ns_per_alloc"], keys, strict=True)
+    ]
+    return table
+
+
+def reading(table: pd.DataFrame) -> list[str]:
+    """Plain-words lines on what matches the seed and what cannot on this machine, computed from the table."""
+    lines: list[str] = []
+    if table.empty:
+        return lines
+    exact = bool(table["zone_lock_exact"].fillna(False).all())
+    lines.append(
+        "zone->lock acquisitions equal the documented formula (threads x (refills + bulk frees)) in every run: "
+        + ("yes" if exact else "NO, see zone_lock_exact")
+    )
+    o9 = table[table["order"] == 9]
+    under = o9.groupby("check")["pages_checked_under_lock"].max()
+    if {"in_lock", "after_unlock", "off"} <= set(under.index):
+        lines.append(
+            f"struct pages read under zone->lock at order 9: in_lock {int(under['in_lock'])} (512 per block pulled), "
+            f"after_unlock {int(under['after_unlock'])}, off {int(under['off'])}: the patch empties the critical "
+            "section of the check, as the seed says"
+        )
+    top = int(table["threads"].max())
+    for order in (9, 0):
+        rows = table[(table["order"] == order) & (table["threads"] == top)].set_index("check")
+        one = table[(table["order"] == order) & (table["threads"] == 1)].set_index("check")
+        if not {"in_lock", "after_unlock"} <= set(rows.index):
+            continue
+        ours = rows.loc["after_unlock", "ratio_vs_in_lock"]
+        seed = rows.loc["after_unlock", "published_ratio_vs_in_lock"]
+        seed_txt = f"the seed {seed:.2f} at {top} cores" if pd.notna(seed) else f"the seed has no {top}-core line"
+        lines.append(
+            f"order {order}, {top} threads: patch / default = {ours:.2f} here, {seed_txt}; at 1 thread "
+            f"{one.loc['after_unlock', 'ratio_vs_in_lock']:.2f} here, "
+            f"{one.loc['after_unlock', 'published_ratio_vs_in_lock']:.2f} in the seed (the patch cannot help "
+            "without a second CPU waiting for the lock)"
+        )
+        if {"off"} <= set(rows.index):
+            lines.append(
+                f"order {order}: ns per allocation here {rows.loc['in_lock', 'ns_per_alloc']:.0f} / "
+                f"{rows.loc['after_unlock', 'ns_per_alloc']:.0f} / {rows.loc['off', 'ns_per_alloc']:.0f} "
+                f"(default / patch / no check) at {top} threads"
+            )
+    lines.append(
+        "what cannot match: absolute nanoseconds (another CPU and memory system, a user-space MCS lock for the "
+        "qspinlock, no interrupts disabled, descriptors streamed from this host's DRAM); thread counts above "
+        f"{top} (this host has {top} PUs, the seed went to 24 cores); and on a small or shared VM, other "
+        f"processes' load (load average now: {_loadavg()}) widens every spread"
+    )
+    return lines
+
+
+def draw(result: SweepResult, out_dir: Path) -> list[Path]:
+    """ns per allocation against threads per order (ours as lines, the seed's as crosses) and zone->lock lock_stat.
+
+    Args:
+        result: the joined sweep with its detail tables.
+        out_dir: the folder to write ``order9.png``, ``order0.png`` and ``zone_lock.png`` into.
+    """
+    runs, paths = result.runs, []
+    for order in (9, 0):
+        part = runs[runs["order"] == order]
+        if not len(part):
+            continue
+        ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
+        plot.scaling(part, x="threads", y="ns_per_alloc", hue="check", ax=ax, reference=None, logy=True,
+                     title=f"pcp_refill order {order}: ns per allocation (lines: ours; x: the seed)")  # fmt: skip
+        seed = PUBLISHED[(PUBLISHED["order"] == order) & (PUBLISHED["threads"] <= max(int(part["threads"].max()), 2))]
+        colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+        for check, grp in seed.groupby("check", sort=False):
+            ax.scatter(grp["threads"], grp["ns_per_alloc"], marker="x", color=colors.get(f"check={check}"),
+                       label=f"seed {SEED_NAMES[check]}")  # fmt: skip
+        ax.legend(fontsize="small")
+        paths.append(plot.savefig(ax, out_dir / f"order{order}.png"))
+    lock = result.lockstat
+    if len(lock):
+        top = int(lock["threads"].max())
+        part = lock[(lock["threads"] == top) & (lock["order"] == 9)]
+        if len(part):
+            ax = Figure(figsize=(7, 3.5), layout="constrained").subplots()
+            plot.lockstat(part, by="check", classes=["zone->lock"], stat="avg", ax=ax,
+                          title=f"zone->lock at {top} threads, order 9: average wait vs hold")  # fmt: skip
+            paths.append(plot.savefig(ax, out_dir / "zone_lock.png"))
+    return paths
+
+
+def _loadavg() -> str:
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"

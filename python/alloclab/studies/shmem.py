@@ -1,0 +1,263 @@
+"""The shmem prealloc seed: ``info->lock`` twice per page fault (2.6.35), once (the patch), never (ramfs).
+
+Seed: Shaohua Li, "[PATCH] shmem: reduce one time of locking in pagefault" (2010-07-07). Its test program maps
+16 GiB ``MAP_SHARED|MAP_ANON`` and lets 64 threads read one byte per page of disjoint 256 MiB slices (4,194,304
+read faults) on a 64-CPU machine. Published: 2.6.35-rc3 ~20 s, with the patch ~12 s, the same test on a ramfs file
+~10.5 s. In the thread Hugh Dickins ran an overlapping variant (every thread touches the whole 1 GiB area): 78 s
+before, an unstable 14.6-76 s after. ``PUBLISHED`` holds exactly those figures (with the ratios to the "before"
+time, which are what a 2-CPU machine can compare), nothing else.
+
+Ours: the ``shmem_fault`` scenario, ``variant`` x ``pattern`` (disjoint, overlap) x threads (1, 2 and the host's
+PUs when more), interleaved repeats, real 4 KiB clears. The table gives our median total time beside the seed's
+seconds and, more usefully, both as ratios to ``lock_twice``; ``info_lock_per_fault`` and
+``tree_lock_per_fault`` show the count the patch changed (2 -> 1, 0 for ramfs, 1 beside the xa_lock today) and
+the lock_stat plot shows where the waiting went: ``info->lock`` against ``mapping->tree_lock`` (the author's
+"next wall"). The issue's check — with 2 threads ``prealloc`` is not slower than ``lock_twice`` in the median of
+interleaved repeats — is one line of the notes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import plot, stats
+from ..config import sized
+from ..sweep import SweepResult, sweep
+from ..topology import Topology
+from . import StudyResult
+
+NAME = "shmem_prealloc"
+TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs modern (the 20/12/10.5 s table)"
+SCENARIOS = ("shmem_fault",)
+SEED = "shmem-prealloc-fault"
+
+VARIANTS = ("lock_twice", "prealloc", "ramfs", "modern")
+PATTERNS = ("disjoint", "overlap")
+BASELINE = "lock_twice"
+
+#: The seed's figures (seconds, "~" in the mail) and Hugh Dickins' overlap run (after: an unstable range).
+#: ``ratio_vs_lock_twice`` is the time over the same pattern's "before" time.
+PUBLISHED = pd.DataFrame(
+    {
+        "pattern": ["disjoint", "disjoint", "disjoint", "overlap", "overlap"],
+        "variant": ["lock_twice", "prealloc", "ramfs", "lock_twice", "prealloc"],
+        "threads": [64, 64, 64, np.nan, np.nan],
+        "elapsed_s": [20.0, 12.0, 10.5, 78.0, 14.6],
+        "elapsed_s_high": [np.nan, np.nan, np.nan, np.nan, 76.0],
+        "ratio_vs_lock_twice": [1.0, 12.0 / 20.0, 10.5 / 20.0, 1.0, 14.6 / 78.0],
+        "ratio_vs_lock_twice_high": [np.nan, np.nan, np.nan, np.nan, 76.0 / 78.0],
+    }
+)
+
+#: The classes of the lock_stat picture.
+LOCK_CLASSES = ("info->lock", "mapping->tree_lock", "mapping->i_pages", "lru_lock", "zone->lock")
+
+
+def threads_for_host() -> list[int]:
+    """1 and 2 threads, and the host's PU count when it has more (capped at 8)."""
+    pus = Topology.host().pus
+    return sorted({1, 2, min(max(pus, 2), 8)})
+
+
+def sizes(quick: bool) -> dict[str, int]:
+    """Pages per thread and repeats: the scenario's default (16,384 pages, about a second per run) and 7 repeats,
+    or 1,024 pages and 3 repeats in quick mode."""
+    return {
+        "pages_per_thread": sized(16_384, 1_024, quick_mode=quick),
+        "repeats": sized(7, 3, quick_mode=quick),
+    }
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    """Sweep variant x pattern x threads with interleaved repeats; tabulate beside the seed and draw the plots.
+
+    Args:
+        quick: 1,024 pages per thread and 3 repeats (seconds) instead of 16,384 and 7.
+        out_dir: where the PNG plots go.
+        progress: show the sweep's progress bar.
+    """
+    size = sizes(quick)
+    threads = threads_for_host()
+    result = sweep(
+        "shmem_fault",
+        grid={"pattern": list(PATTERNS), "threads": threads, "variant": list(VARIANTS)},
+        repeats=size["repeats"],
+        progress=progress,
+        detail=True,
+        pages_per_thread=size["pages_per_thread"],
+    )
+    assert isinstance(result, SweepResult)
+    table = summarize(result.runs)
+    plots = draw(result, table, out_dir)
+    notes = [
+        f"host of {Topology.host().pus} PUs; {size['pages_per_thread']} pages per thread (the seed: 65,536 per "
+        f"thread, 64 threads); {size['repeats']} interleaved repeats; real 4 KiB clears; load average at the end: "
+        f"{_loadavg()}",
+        *reading(table),
+    ]
+    failed = result.runs[result.runs["status"] != "ok"]
+    if len(failed):
+        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"threads": threads})
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pattern, threads, variant): our medians beside the seed's figures.
+
+    Args:
+        runs: the sweep table (``pattern`` x ``threads`` x ``variant``).
+
+    Returns:
+        ``pattern, threads, variant, runs, elapsed_s`` (median total time) and its IQR, ``ratio_vs_lock_twice``
+        (median / lock_twice's median at the same pattern and threads) with the U-test ``p_value`` and
+        ``too_few_repeats``, medians of ``ns_per_fault``, ``faults_per_s``, ``info_lock_per_fault``,
+        ``tree_lock_per_fault``, ``info_lock_wait_ms``, ``tree_lock_wait_ms``, ``eexist_races``, ``cache_hits``,
+        ``counts_exact`` (every repeat), ``oversubscribed``, then the seed's ``published_*`` figures (by pattern
+        and variant; NaN where it published none).
+    """
+    ok = runs[runs["status"] == "ok"].copy()
+    ok["info_lock_wait_ms"] = ok["info_lock_wait_ns"] / 1e6
+    ok["tree_lock_wait_ms"] = ok["tree_lock_wait_ns"] / 1e6
+    keys = ["pattern", "threads", "variant"]
+    table = (
+        ok.groupby(keys, sort=False)
+        .agg(
+            runs=("elapsed_s", "size"),
+            elapsed_s=("elapsed_s", "median"),
+            elapsed_s_iqr=("elapsed_s", lambda s: s.quantile(0.75) - s.quantile(0.25)),
+            ns_per_fault=("ns_per_fault", "median"),
+            faults_per_s=("faults_per_s", "median"),
+            info_lock_per_fault=("info_lock_per_fault", "median"),
+            tree_lock_per_fault=("tree_lock_per_fault", "median"),
+            info_lock_wait_ms=("info_lock_wait_ms", "median"),
+            tree_lock_wait_ms=("tree_lock_wait_ms", "median"),
+            eexist_races=("eexist_races", "median"),
+            cache_hits=("cache_hits", "median"),
+            counts_exact=("counts_exact", lambda s: bool(s.astype(bool).all())),
+            oversubscribed=("oversubscribed", lambda s: bool(s.astype(bool).any())),
+        )
+        .reset_index()
+    )
+    if len(ok) and BASELINE in set(ok["variant"]):
+        cmp = stats.compare(ok, by="variant", metric="elapsed_s", within=["pattern", "threads"], baseline=BASELINE)
+        cmp = cmp.rename(columns={"ratio": f"ratio_vs_{BASELINE}"})
+        table = table.merge(cmp[[*keys, f"ratio_vs_{BASELINE}", "p_value", "too_few_repeats"]], on=keys, how="left")
+    published = PUBLISHED.drop(columns=["threads"]).rename(
+        columns={c: f"published_{c}" for c in PUBLISHED.columns if c not in ("pattern", "variant", "threads")}
+    )
+    out = table.merge(published, on=["pattern", "variant"], how="left", validate="many_to_one")
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    out = out.sort_values(["pattern", "threads", "variant"], key=lambda c: c.map(order) if c.name == "variant" else c)
+    return out.reset_index(drop=True)
+
+
+def issue_check(table: pd.DataFrame, threads: int = 2) -> str:
+    """The issue's check: with ``threads`` threads (disjoint), is prealloc not slower than lock_twice (medians)?"""
+    part = table[(table["pattern"] == "disjoint") & (table["threads"] == threads)].set_index("variant")
+    if not {"prealloc", BASELINE} <= set(part.index):
+        return f"issue check: no disjoint runs at {threads} threads"
+    pre, base = part.loc["prealloc", "elapsed_s"], part.loc[BASELINE, "elapsed_s"]
+    verdict = "holds" if pre <= base else "does NOT hold"
+    p = part.loc["prealloc"].get("p_value", float("nan"))
+    return (
+        f"issue check ({threads} threads, disjoint): prealloc median {pre * 1e3:.2f} ms vs lock_twice "
+        f"{base * 1e3:.2f} ms (ratio {pre / base:.3f}, U-test p={p:.3g}): 'prealloc not slower' {verdict}"
+    )
+
+
+def reading(table: pd.DataFrame) -> list[str]:
+    """One line per (pattern, threads): our ratios to lock_twice beside the seed's, and the issue's check."""
+    lines = []
+    for (pattern, threads), g in table.groupby(["pattern", "threads"], sort=False):
+        parts = []
+        for _, row in g.iterrows():
+            if row["variant"] == BASELINE:
+                continue
+            seed = row.get(f"published_ratio_vs_{BASELINE}")
+            high = row.get(f"published_ratio_vs_{BASELINE}_high")
+            seed_txt = ""
+            if pd.notna(seed):
+                seed_txt = f" (seed {seed:.2f}" + (f"-{high:.2f})" if pd.notna(high) else ")")
+            parts.append(f"{row['variant']} {row[f'ratio_vs_{BASELINE}']:.3f}{seed_txt}")
+        over = ", oversubscribed" if g["oversubscribed"].any() else ""
+        per_fault = ", ".join(f"{r['variant']} {r['info_lock_per_fault']:.3f}" for _, r in g.iterrows())
+        lines.append(
+            f"{pattern}, {threads} thread(s){over}: time / lock_twice: "
+            + "; ".join(parts)
+            + f" | info->lock per fault: {per_fault}"
+        )
+    lines.append(issue_check(table))
+    return lines
+
+
+def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """The study's plots, written as PNGs into ``out_dir``; returns their paths.
+
+    ``ratios.png`` (ours vs the seed: time over lock_twice's, disjoint and overlap, at the most threads that are not
+    oversubscribed), ``lockstat.png`` (wait vs hold of info->lock, the page-cache lock, lru_lock and zone->lock by
+    variant, disjoint), ``overlap.png`` (total time vs threads, overlap) and ``scaling.png`` (faults/s vs threads,
+    disjoint).
+    """
+    paths: list[Path] = []
+    ok = result.runs[result.runs["status"] == "ok"]
+    if not len(ok):
+        return paths
+    fit = ok[~ok["oversubscribed"].astype(bool)]
+    threads = int(fit["threads"].max()) if len(fit) else int(ok["threads"].max())
+
+    ratio = f"ratio_vs_{BASELINE}"
+    fig = Figure(figsize=(9, 4), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, pattern in zip(axes, PATTERNS, strict=True):
+        ours = table[(table["pattern"] == pattern) & (table["threads"] == threads)].set_index("variant")
+        seed = PUBLISHED[PUBLISHED["pattern"] == pattern].set_index("variant")
+        x = np.arange(len(VARIANTS), dtype=float)
+        ax.bar(x - 0.2, [ours[ratio].get(v, np.nan) for v in VARIANTS], 0.4, label=f"ours, {threads} threads")
+        ax.bar(x + 0.2, [seed["ratio_vs_lock_twice"].get(v, np.nan) for v in VARIANTS], 0.4,
+               label="published (64 CPUs)", color="tab:gray")  # fmt: skip
+        high = [seed["ratio_vs_lock_twice_high"].get(v, np.nan) for v in VARIANTS]
+        for xi, lo, hi in zip(x, [seed["ratio_vs_lock_twice"].get(v, np.nan) for v in VARIANTS], high, strict=True):
+            if pd.notna(hi):
+                ax.vlines(xi + 0.2, lo, hi, color="black", lw=2, label="published range")
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        ax.set_xticks(x, list(VARIANTS))
+        ax.set_title(f"{pattern}: total time / lock_twice")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize="small")
+    paths.append(plot.savefig(axes[0], out_dir / "ratios.png"))
+
+    lock = result.lockstat
+    if len(lock):
+        part = lock[(lock["pattern"] == "disjoint") & (lock["threads"] == threads) & lock["class"].isin(LOCK_CLASSES)]
+        if len(part):
+            ax = Figure(figsize=(7.5, 5), layout="constrained").subplots()
+            plot.lockstat(part, by="variant", ax=ax, log=True,
+                          title=f"lock_stat, disjoint, {threads} threads: wait vs hold (total)")  # fmt: skip
+            paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
+
+    over = ok[ok["pattern"] == "overlap"]
+    if len(over):
+        ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
+        plot.scaling(over, x="threads", y="elapsed_s", hue="variant", ax=ax, reference=None,
+                     title="overlap (every thread reads the whole file): total time")  # fmt: skip
+        paths.append(plot.savefig(ax, out_dir / "overlap.png"))
+
+    disjoint = ok[ok["pattern"] == "disjoint"]
+    if len(disjoint):
+        ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
+        plot.scaling(disjoint, x="threads", y="faults_per_s", hue="variant", ax=ax,
+                     title="disjoint (the seed's test): faults/s")  # fmt: skip
+        paths.append(plot.savefig(ax, out_dir / "scaling.png"))
+    return paths
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"

@@ -1,0 +1,127 @@
+"""cma_concurrent end to end: exact lock counts for both variants, files, real backing, bad input, the study.
+
+Counts and invariants only: no assertion on a wall-clock time (the machine may be loaded).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import alloclab as al
+from alloclab import studies
+
+TWO_NODES = "node:2 core:1 pu:1"
+SMALL = {"regions": 2, "pages_per_region": 4096}
+
+
+def lock_row(r: al.RunResult, cls: str):
+    rows = r.lockstat[r.lockstat["class"] == cls]
+    return rows.iloc[0] if len(rows) else None
+
+
+def test_scenario_is_listed_with_its_parameters():
+    table = al.scenarios()
+    params = set(table.loc[table["scenario"] == "cma_concurrent", "parameter"])
+    assert {"regions", "pages_per_region", "fill", "files", "alloc_pages", "align", "alloc_mutex"} <= params
+    assert {"backing", "copy_ns", "order_per_bit"} <= params
+
+
+@pytest.mark.parametrize("alloc_mutex", ["global", "per_area"])
+def test_lock_counts_follow_the_formula(alloc_mutex):
+    r = al.run("cma_concurrent", topology=TWO_NODES, alloc_mutex=alloc_mutex, **SMALL)
+    s = r.summary
+    assert bool(s["lock_counts_checked"]) and bool(s["lock_counts_exact"]), s["zone_lock_formula"]
+    assert s["failures"] == 0 and s["pages_allocated"] == 2 * 4096
+    cls = "cma_mutex" if alloc_mutex == "global" else "cma->alloc_mutex"
+    other = "cma->alloc_mutex" if alloc_mutex == "global" else "cma_mutex"
+    assert lock_row(r, cls).acquisitions == 2  # one attempt per worker
+    assert lock_row(r, other) is None
+    if alloc_mutex == "per_area":
+        assert lock_row(r, cls).contentions == 0  # one worker per area: nobody to wait for
+    assert lock_row(r, "cma->lock").acquisitions == 2
+    assert lock_row(r, "pcpu_drain_mutex").acquisitions == 2
+    for key in ["alloc_mutex", "cma_lock", "pcpu_drain_mutex", "zone_lock", "i_pages", "lru_lock", "pcp_lock"]:
+        assert s[f"{key}_acquisitions"] == s[f"{key}_expected"], key
+    w = r.workers
+    assert list(w["model_node"]) == [0, 1]  # each worker pinned to its area's node
+    assert (w["pages"] == 4096).all() and (w["failed"] == 0).all() and (w["retries"] == 0).all()
+    assert (w["pages_migrated"] == w["filled_pages"]).all()  # every dd page moved once, nothing else
+    assert (w["filled_pages"] > 0.9 * 4096).all()
+    assert lock_row(r, "mapping->i_pages").acquisitions == w["pages_migrated"].sum() == s["pages_migrated"]
+    assert s["completion_s_1"] <= s["completion_s_2"] and s["ratio_slowest_fastest"] >= 1.0
+    assert s["alloc_mutex_class"] == cls
+
+
+@pytest.mark.parametrize("files", ["shared", "per_area"])
+def test_shared_or_per_area_files(files):
+    r = al.run("cma_concurrent", topology=TWO_NODES, alloc_mutex="per_area", files=files, fill=0.5, **SMALL)
+    assert bool(r.summary["lock_counts_exact"]), r.summary["zone_lock_formula"]
+    assert (r.workers["filled_pages"] == 2048).all()
+    assert r.summary["pages_migrated"] == 4096
+
+
+def test_real_backing_copies_and_checks_contents():
+    r = al.run("cma_concurrent", topology=TWO_NODES, backing="real", regions=2, pages_per_region=2048)
+    assert bool(r.summary["contents_checked"]) and bool(r.summary["contents_ok"])
+    assert bool(r.summary["lock_counts_exact"])
+
+
+def test_partial_allocation_with_alignment():
+    r = al.run("cma_concurrent", topology=TWO_NODES, alloc_pages=1000, align=512, **SMALL)
+    assert bool(r.summary["lock_counts_exact"]), r.summary["zone_lock_formula"]
+    assert (r.workers["pages"] == 1000).all()
+    assert (r.workers["pages_migrated"] <= 1000).all()
+
+
+def test_lock_kinds_can_be_overridden():
+    r = al.run("cma_concurrent", topology=TWO_NODES, locks={"cma_mutex": "spin"}, **SMALL)
+    assert lock_row(r, "cma_mutex").kind == "spin"
+    assert bool(r.summary["lock_counts_exact"])
+
+
+@pytest.mark.parametrize(
+    ("params", "word"),
+    [
+        ({"align": 3, "pages_per_region": 1024}, "align"),
+        ({"alloc_pages": 2048, "pages_per_region": 1024}, "alloc_pages"),
+        ({"regions": 0}, "regions"),
+        ({"pages_per_region": 1000}, "pages_per_region"),
+        ({"alloc_mutex": "both"}, "alloc_mutex"),
+        ({"fill": 1.5}, "fill"),
+        ({"pages_per_region": 2**30, "backing": "real"}, "^memory: this run needs"),  # more than the host has
+    ],
+)
+def test_bad_input_is_value_error(params, word):
+    with pytest.raises(ValueError, match=word):
+        al.run("cma_concurrent", topology=TWO_NODES, **params)
+
+
+def test_more_regions_than_model_cpus_is_value_error():
+    with pytest.raises(ValueError, match="regions"):
+        al.run("cma_concurrent", topology="node:1 core:2 pu:1", regions=3, pages_per_region=1024)
+
+
+def test_a_timeout_stops_the_run_and_memory_still_comes_back():
+    # 1M pages per worker take far longer than 20 ms on any machine; finish() checks every page came back.
+    r = al.run("cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=1 << 20, timeout_s=0.02)
+    assert r.stopped and r.stop_reason.startswith("timeout")
+    assert not bool(r.summary["lock_counts_checked"])
+
+
+def test_the_study_is_registered_with_the_seed_figures():
+    study = studies.find("cma_concurrent")
+    assert study.name == "cma_per_area_lock" and study.seed == "cma-per-area-lock"
+    pub = study.published.set_index("alloc_mutex")
+    assert pub.loc["global", "slowest_s"] == 21.0 and pub.loc["per_area", "slowest_s"] == 8.0
+    assert pub.loc["global", "completion_sorted_s"] == "7 / 14 / 21"
+
+
+def test_the_study_runs_quick(tmp_path):
+    run = studies.reproduce("cma_concurrent", quick=True, out=tmp_path, progress=False)
+    table = run.result.table
+    assert set(table["regions"]) == {1, 2, 3, 4} and set(table["alloc_mutex"]) == {"global", "per_area"}
+    assert table["lock_counts_exact"].all()
+    three = table[table["regions"] == 3].set_index("alloc_mutex")
+    assert three.loc["global", "published_slowest_s"] == 21.0
+    assert {p.name for p in run.result.plots} >= {"workers.png", "seed_workers.png", "slowest.png", "files.png"}
+    assert (run.out_dir / "table.csv").exists() and (run.out_dir / "published.csv").exists()

@@ -1,0 +1,126 @@
+"""hugetlb_boot end to end: padata's nworks/chunk_size, exact lock counts, placement, out of memory, bad input,
+and the study's tables. Counts and invariants only (never a wall-clock threshold)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import alloclab as al
+from alloclab.studies import hugetlb as study
+
+
+def kernel_plan(pages: int, nodes: int, k: int) -> tuple[int, int, int, int]:
+    """padata_do_multithreaded's arithmetic for hugetlb_pages_alloc_boot (C integer division, left to right)."""
+    max_threads = nodes * k
+    min_chunk = pages // nodes // k
+    if pages == 0:
+        return max_threads, min_chunk, 0, 0
+    nworks = min(max(pages // max(min_chunk, 1), 1), max_threads)
+    if nworks == 1:
+        return max_threads, min_chunk, 1, pages
+    chunk = max(pages // (nworks * 4), min_chunk, 1)
+    return max_threads, min_chunk, nworks, chunk
+
+
+def test_scenario_is_listed_with_its_parameters():
+    table = al.scenarios()
+    params = set(table.loc[table["scenario"] == "hugetlb_boot", "parameter"])
+    assert {"pages", "parallel", "multiplier", "numa_aware", "hugetlb_lock", "gigantic", "next_nid", "hvo_ns"} <= params
+
+
+@pytest.mark.parametrize(
+    ("topo", "nodes", "pages", "k"),
+    [
+        ("node:1 core:2 pu:1", 1, 512, 1),
+        ("node:1 core:2 pu:1", 1, 512, 2),
+        ("node:2 core:2 pu:1", 2, 301, 2),
+        ("node:2 core:1 pu:1", 2, 17, 3),
+        ("node:4 core:1 pu:1", 4, 400, 2),
+    ],
+)
+def test_nworks_and_chunk_size_match_the_kernel(topo, nodes, pages, k):
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic(topo), pages=pages, multiplier=k)
+    max_threads, min_chunk, nworks, chunk = kernel_plan(pages, nodes, k)
+    s = r.summary
+    assert (s["max_threads"], s["min_chunk"], s["nworks"], s["chunk_size"]) == (max_threads, min_chunk, nworks, chunk)
+    assert s["allocated"] == pages and not s["exhausted"]
+    assert len(r.workers) == nworks
+    assert r.workers["folios"].sum() == pages
+    assert r.workers["chunks"].sum() == s["chunks"] == -(-pages // chunk)
+    assert bool(s["memory_returned"])
+
+
+@pytest.mark.parametrize("mode", ["per_worker", "per_folio"])
+def test_hugetlb_lock_counts_are_exact(mode):
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:2 pu:1"), pages=400, multiplier=2,
+               hugetlb_lock=mode)  # fmt: skip
+    row = r.lockstat.set_index("class").loc["hugetlb_lock"]
+    want = r.summary["nworks"] if mode == "per_worker" else 400  # 400 divides by 2 x 2: one chunk per worker
+    assert r.summary["nworks"] == 4
+    assert row.acquisitions == want == r.summary["hugetlb_lock_expected"]
+    padata = r.lockstat.set_index("class").loc["padata_work_lock"]
+    assert padata.acquisitions == r.summary["nworks"] + r.summary["chunks"]
+
+
+def test_four_node_model_places_helpers_on_every_node_and_records_oversubscription():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:4 core:2 pu:1"), pages=256, multiplier=2)
+    assert len(r.workers) == 8
+    assert set(r.workers["model_node"]) == {0, 1, 2, 3}
+    assert r.provenance["oversubscribed"] == (8 > r.provenance["host_pus"])
+    assert "oversubscribed" in r.provenance and r.provenance["workers"] == 8
+    off = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:4 core:2 pu:1"), pages=256, numa_aware=False)
+    assert set(off.workers["model_node"]) == {0}
+
+
+def test_serial_is_one_worker():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), pages=64, parallel=False)
+    assert len(r.workers) == 1 and r.summary["nworks"] == 1 and r.summary["allocated"] == 64
+
+
+def test_running_out_of_memory_is_a_smaller_pool():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), pages=200, node_mib=64)
+    assert r.summary["exhausted"] and 0 < r.summary["allocated"] < 200
+    assert "Only allocated" in r.summary["warning"]
+
+
+def test_gigantic_path():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), pages=6, gigantic=True)
+    assert r.summary["allocated"] == 6 and r.summary["nworks"] == 2 and r.summary["folio_kib"] == 4096
+    assert r.lockstat.set_index("class").loc["hugetlb_lock"].acquisitions == 6  # per folio, as patch 8
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [({"multiplier": 0}, "multiplier"), ({"pages": -1}, "pages"), ({"nodes": 3}, "nodes"),
+     ({"hugetlb_lock": "global"}, "hugetlb_lock")],
+)  # fmt: skip
+def test_bad_input_is_a_value_error_naming_the_parameter(params, name):
+    with pytest.raises(ValueError, match=name):
+        al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), **params)
+
+
+def test_sweep_over_multiplier():
+    df = al.sweep("hugetlb_boot", grid={"multiplier": [1, 2, 3]}, topology="node:1 core:3 pu:1", pages=300,
+                  progress=False)  # fmt: skip
+    assert (df["status"] == "ok").all()
+    assert df["nworks"].tolist() == [1, 2, 3]
+
+
+def test_study_published_table_is_the_seeds():
+    pub = study.PUBLISHED.set_index(["nodes", "multiplier"])
+    assert pub.loc[(2, 1), "ms_256G"] == 358 and pub.loc[(2, 5), "ms_256G"] == 126
+    assert pub.loc[(2, 2), "ms_50G"] == 44 and pub.loc[(4, 3), "ms_2T"] == 543
+    assert study.SEED == "hugetlb-padata-parallel-init" and study.SCENARIOS == ("hugetlb_boot",)
+
+
+def test_study_summary_and_answer_from_a_small_sweep():
+    df = al.sweep("hugetlb_boot", grid={"topology": ["node:2 core:3 pu:1"], "multiplier": [1, 2, 3]}, repeats=2,
+                  pages=120, progress=False)  # fmt: skip
+    table = study.summarize(df)
+    assert list(table["multiplier"]) == [1, 2, 3]
+    assert {"elapsed_ms", "speedup_vs_1", "nworks", "oversubscribed", "published_ms_256G"} <= set(table.columns)
+    assert table.loc[table["multiplier"] == 1, "speedup_vs_1"].iloc[0] == pytest.approx(1.0)
+    answer = study.answer(table, host_pus=2)
+    assert isinstance(answer, list) and answer and all(isinstance(line, str) for line in answer)
+    assert isinstance(pd.DataFrame(table), pd.DataFrame)

@@ -1,0 +1,106 @@
+"""A run that needs more memory than the machine has fails at once, before allocating, with both figures.
+
+Generic over ``al.scenarios()``: for each scenario, every integer size parameter (a name containing ``pages``,
+``size``, ``count``, ``mib`` or ``bytes``) is set to its declared maximum (or, when the scenario refuses that value
+for its granularity, the maximum rounded down to a multiple of 512 or of 2**20), with one worker and the other
+parameters at their defaults. A refusal must read ``memory: this run needs X (detail) but only Y are available;
+...`` with X > Y, and the process must not have grown by more than a few hundred MiB (nothing was allocated). A
+scenario is *covered* when at least one of its size parameters reaches that check; a scenario none of whose
+maxima exceed the memory available (or whose maxima are all refused by another named check) is skipped with the
+outcome of each parameter. Run ``pytest -rs`` to see which scenarios were covered and why others were skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+
+import pytest
+from scenario_params import WORKER_PARAMS, names, specs
+
+import alloclab as al
+
+SCENARIOS = names()
+SIZE_WORDS = ("pages", "size", "count", "mib", "bytes")
+FIGURE = r"([0-9]+(?:\.[0-9]+)?) ((?:[KMGTPE]i)?B)"
+MEMORY_MESSAGE = re.compile(rf"^memory: this run needs {FIGURE}.* but only {FIGURE} are available")
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+GROWTH_LIMIT_MIB = 512  # a refused run allocates (almost) nothing; a run that allocated first would grow by GiBs
+
+
+def size_params(scenario: str) -> list[dict]:
+    return [s for s in specs(scenario) if s["type"] == "int" and any(w in s["parameter"] for w in SIZE_WORDS)]
+
+
+def candidates(hi: int) -> list[int]:
+    out = [hi]
+    for step in (512, 2**20):
+        v = hi - hi % step
+        if v > 0 and v not in out:
+            out.append(v)
+    return out
+
+
+def max_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def parse_bytes(number: str, unit: str) -> float:
+    return float(number) * UNITS[unit]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_run_that_does_not_fit_fails_at_once_with_both_figures(scenario):
+    sizes = size_params(scenario)
+    if not sizes:
+        pytest.skip(f"{scenario}: no integer size parameter (a name with {', '.join(SIZE_WORDS)})")
+    base = {s["parameter"]: max(s["min"], 1) for s in specs(scenario) if s["parameter"] in WORKER_PARAMS}
+    covered: list[str] = []
+    outcomes: list[str] = []
+    for spec in sizes:
+        name = spec["parameter"]
+        for value in candidates(spec["max"]):
+            before = max_rss_mib()
+            try:
+                r = al.run(scenario, timeout_s=2.0, **{**base, name: value})
+            except ValueError as exc:
+                message = str(exc)
+                if message.startswith("memory:"):
+                    match = MEMORY_MESSAGE.match(message)
+                    assert match, f"{name}={value}: the memory message lacks a figure: {message}"
+                    need, available = parse_bytes(*match.group(1, 2)), parse_bytes(*match.group(3, 4))
+                    assert need > available, message
+                    assert max_rss_mib() - before < GROWTH_LIMIT_MIB, f"{name}={value} allocated before failing"
+                    covered.append(f"{name}={value}")
+                    break
+                assert not re.search(r"\bavailable\b|host memory", message), (
+                    f"{name}={value}: a memory refusal must start with 'memory:' and give both figures: {message}"
+                )
+                outcomes.append(f"{name}={value}: refused by another check: {message}")
+                if not message.startswith(f"{name}:"):
+                    break  # another parameter's rule; a rounder value will not change that
+            else:
+                outcomes.append(f"{name}={value}: fits in the memory available (the run {r.stop_reason or 'ended'})")
+                break
+    print(f"{scenario}: memory check reached by {covered or 'none'}; {outcomes}")
+    if not covered:
+        pytest.skip(f"{scenario}: no size parameter at its maximum reaches the memory check: {'; '.join(outcomes)}")
+
+
+def test_the_memory_figures_are_the_machine_s():
+    """16 TiB of frames on one node is refused by the memory check, and 'available' is a figure of this machine
+    (positive, at most its MemTotal)."""
+    scenario = next(
+        (s for s in SCENARIOS for spec in size_params(s) if spec["parameter"] == "node_pages"),
+        None,
+    )
+    if scenario is None:
+        pytest.skip("no scenario with a node_pages parameter")
+    with open("/proc/meminfo") as f:
+        meminfo = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+    with pytest.raises(ValueError, match="^memory: ") as info:
+        al.run(scenario, node_pages=2**32 - 2**20, timeout_s=2.0)  # 16 TiB of frames
+    match = MEMORY_MESSAGE.match(str(info.value))
+    assert match, str(info.value)
+    available = parse_bytes(*match.group(3, 4))
+    assert 0 < available <= meminfo["MemTotal"]

@@ -1,0 +1,178 @@
+"""shmem_fault end to end: exact info->lock / tree_lock counts per variant, the page cache after disjoint and
+overlap, the mmap_sem lock_stat row, bad input, and the study (quick)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import alloclab as al
+from alloclab import studies
+from alloclab.studies import shmem as shmem_study
+
+VARIANTS = ["lock_twice", "prealloc", "ramfs", "modern"]
+TREE_LOCK = {"modern": "mapping->i_pages"}  # the xa_lock today; mapping->tree_lock in 2.6.35
+
+
+def info_lock_expected(variant: str, misses: int, index_allocs: int, new_pages: int) -> int:
+    """The model's promise: info->lock per page-cache miss, plus one retake per index page shmem_swp_alloc made."""
+    return {
+        "lock_twice": 2 * misses + index_allocs,
+        "prealloc": misses + index_allocs,
+        "ramfs": 0,
+        "modern": new_pages,
+    }[variant]
+
+
+def index_pages(n: int) -> int:
+    """2.6.35's swap-vector index pages for indices [0, n): i_indirect + one leaf per 512 (single-indirect half)."""
+    if n <= 16:
+        return 0
+    leaves = -(-(n - 16) // 512)
+    assert leaves <= 256  # these tests stay in the single-indirect half
+    return 1 + leaves
+
+
+def acquisitions(r: al.RunResult, cls: str) -> int:
+    rows = r.lockstat[r.lockstat["class"] == cls]
+    return int(rows["acquisitions"].iloc[0]) if len(rows) else 0
+
+
+def test_scenario_is_listed_with_its_parameters():
+    table = al.scenarios()
+    params = set(table.loc[table["scenario"] == "shmem_fault", "parameter"])
+    assert {"threads", "variant", "pages_per_thread", "pattern", "backing", "clear_ns", "fault_ns"} <= params
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_disjoint_counts_are_exact(variant, threads):
+    per = 1500
+    n = per * threads
+    r = al.run("shmem_fault", variant=variant, threads=threads, pages_per_thread=per, backing="none")
+    s = r.summary
+    assert s["faults"] == n and s["new_pages"] == n and s["pagecache_pages"] == n
+    assert s["cache_hits"] == 0 and s["eexist_races"] == 0
+    assert s["index_pages"] == (index_pages(n) if variant in ("lock_twice", "prealloc") else 0)
+    assert s["index_page_allocs"] - s["index_pages_freed"] == s["index_pages"]
+    info = info_lock_expected(variant, n, s["index_page_allocs"], n)
+    assert s["info_lock_acquisitions"] == info
+    assert acquisitions(r, "info->lock") == info
+    assert s["info_lock_per_fault"] == pytest.approx(info / n)
+    assert acquisitions(r, TREE_LOCK.get(variant, "mapping->tree_lock")) == n
+    assert acquisitions(r, "lru_lock") == s["lru_lock_acquisitions"]
+    mm = r.lockstat.set_index("class").loc["mmap_sem"]
+    assert mm["kind"] == "rwsem-read" and mm["acquisitions"] == n and mm["contentions"] == 0
+    assert bool(s["counts_exact"]) and s["check"].startswith("ok")
+    assert list(r.workers["ops"]) == [per] * threads
+    assert (r.workers["faults"] == per).all()
+
+
+def test_info_lock_per_fault_is_two_one_zero_one_with_one_thread():
+    n = 16  # i_direct only: no index page, so the ratios are exactly 2 / 1 / 0 / 1
+    got = {
+        v: al.run("shmem_fault", variant=v, threads=1, pages_per_thread=n, backing="none").summary[
+            "info_lock_per_fault"
+        ]
+        for v in VARIANTS
+    }
+    assert got == {"lock_twice": 2.0, "prealloc": 1.0, "ramfs": 0.0, "modern": 1.0}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_overlap_inserts_every_index_once_and_leaks_nothing(variant):
+    threads, per = 2, 2000
+    n = threads * per
+    r = al.run("shmem_fault", variant=variant, threads=threads, pages_per_thread=per, pattern="overlap")
+    s = r.summary
+    assert s["file_pages"] == n and s["pagecache_pages"] == n and s["new_pages"] == n
+    assert s["touches"] == threads * n
+    misses = s["new_pages"] + s["eexist_races"]
+    assert s["faults"] == misses + s["cache_hits"]
+    assert s["page_allocs"] - s["page_allocs_unused"] == n  # every losing page went back
+    assert s["info_lock_acquisitions"] == info_lock_expected(variant, misses, s["index_page_allocs"], n)
+    assert acquisitions(r, "info->lock") == s["info_lock_acquisitions"]
+    assert acquisitions(r, TREE_LOCK.get(variant, "mapping->tree_lock")) == misses
+    assert bool(s["counts_exact"]) and s["check"].startswith("ok")
+    assert "after teardown ok" in s["check"]  # every page back in the allocator after munmap + truncate
+
+
+def test_lockstat_off_keeps_the_counts():
+    r = al.run("shmem_fault", variant="prealloc", threads=2, pages_per_thread=1000, backing="none",
+               clear_ns=200, fault_ns=100, lockstat=False)  # fmt: skip
+    assert len(r.lockstat) == 0
+    assert r.summary["info_lock_acquisitions"] == 2000 + r.summary["index_page_allocs"]
+    assert bool(r.summary["counts_exact"])
+
+
+def test_two_nodes_scatter():
+    topo = al.Topology.synthetic("node:2 core:2 pu:1")
+    r = al.run("shmem_fault", topology=topo, placement="scatter", threads=4, pages_per_thread=800,
+               variant="modern", backing="none")  # fmt: skip
+    assert sorted(r.workers["model_node"]) == [0, 0, 1, 1]
+    assert r.summary["pagecache_pages"] == 3200 and bool(r.summary["counts_exact"])
+
+
+@pytest.mark.parametrize(
+    ("params", "word"),
+    [
+        ({"variant": "lock_thrice"}, "variant"),
+        ({"pattern": "random"}, "pattern"),
+        ({"pages_per_thread": 0}, "pages_per_thread"),
+        ({"threads": 64, "pages_per_thread": 2_000_000}, "pages_per_thread"),
+        ({"backing": "real", "clear_ns": 300}, "clear_ns"),
+        ({"backing": "maybe"}, "backing"),
+        ({"fault_ns": -1}, "fault_ns"),
+    ],
+)
+def test_bad_input_is_value_error(params, word):
+    with pytest.raises(ValueError, match=word):
+        al.run("shmem_fault", **params)
+
+
+def test_more_memory_than_the_host_has_is_refused_before_allocating():
+    with pytest.raises(ValueError, match=r"^memory: this run needs .* but only .* are available"):
+        al.run("shmem_fault", threads=1, pages_per_thread=60_000_000)
+
+
+def test_the_study_is_registered_with_the_seed_figures():
+    study = studies.find("shmem_fault")
+    assert study.name == shmem_study.NAME and study.seed == "shmem-prealloc-fault"
+    pub = study.published.set_index(["pattern", "variant"])
+    assert pub.loc[("disjoint", "lock_twice"), "elapsed_s"] == 20.0
+    assert pub.loc[("disjoint", "prealloc"), "elapsed_s"] == 12.0
+    assert pub.loc[("disjoint", "ramfs"), "elapsed_s"] == 10.5
+    assert pub.loc[("overlap", "lock_twice"), "elapsed_s"] == 78.0
+    assert pub.loc[("overlap", "prealloc"), "elapsed_s_high"] == 76.0
+
+
+def test_the_study_runs_quick(tmp_path):
+    run = studies.reproduce("shmem_fault", quick=True, out=tmp_path, progress=False)
+    table = run.result.table
+    names = {p.name for p in run.files}
+    assert {"table.csv", "published.csv", "data.csv", "meta.json", "ratios.png", "lockstat.png"} <= names
+    assert set(table["variant"]) == set(VARIANTS) and set(table["pattern"]) == {"disjoint", "overlap"}
+    assert table["counts_exact"].all()
+    base = table[table["variant"] == "lock_twice"]
+    assert (base["ratio_vs_lock_twice"] == 1.0).all()
+    seed = table[(table["pattern"] == "disjoint") & (table["variant"] == "prealloc")]
+    assert (seed["published_elapsed_s"] == 12.0).all()
+    one = table[(table["pattern"] == "disjoint") & (table["threads"] == 1)].set_index("variant")
+    assert one.loc["lock_twice", "info_lock_per_fault"] > 2.0 > one.loc["prealloc", "info_lock_per_fault"] > 1.0
+    assert one.loc["ramfs", "info_lock_per_fault"] == 0.0 and one.loc["modern", "info_lock_per_fault"] == 1.0
+    assert any(line.startswith("issue check") for line in run.result.notes)
+
+
+def test_issue_check_reads_the_medians():
+    table = pd.DataFrame(
+        {
+            "pattern": ["disjoint", "disjoint"],
+            "threads": [2, 2],
+            "variant": ["lock_twice", "prealloc"],
+            "elapsed_s": [0.2, 0.1],
+            "p_value": [float("nan"), 0.01],
+        }
+    )
+    assert "holds" in shmem_study.issue_check(table) and "NOT" not in shmem_study.issue_check(table)
+    table.loc[1, "elapsed_s"] = 0.3
+    assert "does NOT hold" in shmem_study.issue_check(table)

@@ -1,0 +1,103 @@
+"""vmalloc_stress end to end: exact busy-lock counts in both busy-tree shapes, exhaustion, bad input."""
+
+import pytest
+
+import alloclab as al
+
+TOPO = "node:2 core:2 pu:1"  # 4 model CPUs: vmap_nodes=0 resolves to 4 busy trees
+
+
+def _run(**params):
+    params.setdefault("tlb_flush_ns", 0)
+    return al.run("vmalloc_stress", topology=al.Topology.synthetic(TOPO), **params)
+
+
+@pytest.mark.parametrize("vmap_nodes", [1, 0])
+@pytest.mark.parametrize("busy_lock,k", [("twice", 2), ("once", 1)])
+def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k):
+    r = _run(threads=2, ops=3000, vmap_nodes=vmap_nodes, busy_lock=busy_lock, lazy_max_pages=400)
+    s = r.summary
+    cls = "vmap_area_lock" if vmap_nodes == 1 else "vn->busy.lock"
+    assert s["busy_lock_class"] == cls
+    assert s["shape"] == ("v6.7" if vmap_nodes == 1 else "v6.9+")
+    assert s["nr_vmap_nodes"] == (1 if vmap_nodes == 1 else 4)
+    assert s["allocs"] == 6000 and s["frees"] == 6000 and s["alloc_failures"] == 0
+    assert s["busy_lock_per_alloc"] == k
+    assert s["busy_lock_per_free"] == 1
+    rows = r.lockstat.set_index("class")
+    # lock_stat's own count: k per allocation + 1 per free, and the other shape's class never appears.
+    assert rows.loc[cls].acquisitions == (k + 1) * 6000
+    assert ("vn->busy.lock" if vmap_nodes == 1 else "vmap_area_lock") not in rows.index
+    assert s["busy_lock_acquisitions"] == (k + 1) * 6000
+    assert s["drains"] > 0 and rows.loc["vmap_purge_lock"].acquisitions >= s["drains"]
+    if vmap_nodes == 1:
+        # v6.7: every allocation searches the free tree.
+        assert s["free_lock_per_alloc"] == 1 and s["pool_hits"] == 0
+    else:
+        # v6.9+: thread stacks come back from the per-node pools, without free_vmap_area_lock.
+        assert s["pool_hit_ratio"] > 0.5 and s["free_lock_per_alloc"] < 0.5
+        assert rows.loc["vn->pool_lock"].acquisitions >= s["pool_hits"]
+    assert list(r.workers.ops) == [3000, 3000]
+    assert (r.workers.allocs == 3000).all()
+
+
+def test_counts_do_not_depend_on_lockstat_or_lock_kind():
+    r = _run(threads=3, ops=1000, vmap_nodes=1, busy_lock="twice", lockstat=False, locks={"vmap_area_lock": "ticket"})
+    assert r.summary["busy_lock_per_alloc"] == 2
+    assert len(r.lockstat) == 0
+    r = _run(threads=2, ops=1000, vmap_nodes=2, busy_lock="once", locks={"vn->busy.lock": "mutex"})
+    row = r.lockstat.set_index("class").loc["vn->busy.lock"]
+    assert row.kind == "mutex" and row.acquisitions == 2 * 2000
+
+
+@pytest.mark.parametrize(
+    "pattern", ["fix_size", "fix_align", "random_size", "random_size_align", "long_busy_list", "full_fit"]
+)
+def test_test_vmalloc_patterns_keep_the_invariants(pattern):
+    r = _run(threads=2, ops=300, pattern=pattern, live=3)
+    per_op = 2 if pattern == "long_busy_list" else 1
+    assert r.summary["allocs"] == 2 * 300 * per_op
+    assert r.summary["busy_lock_per_alloc"] == 1
+
+
+def test_exhaustion_is_reported_not_fatal():
+    r = _run(threads=2, ops=1000, live=100, vmalloc_size=1 << 20, vmap_nodes=1)
+    s = r.summary
+    assert s["alloc_failures"] > 0
+    assert s["overflow_purges"] >= s["alloc_failures"]
+    assert s["allocs"] + s["alloc_failures"] == 2000
+    assert s["busy_lock_per_alloc"] == 1  # a failed allocation takes no busy lock
+
+
+def test_map_pages_brings_the_page_allocator_in():
+    r = _run(threads=2, ops=1000, map_pages=True, node_pages=8192, live=4)
+    s = r.summary
+    assert s["map_pages"] and s["page_alloc_failures"] == 0
+    assert s["busy_lock_per_alloc"] == 1
+    assert "pcp->lock" in set(r.lockstat["class"])
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [
+        ({"align": 12288}, "align"),
+        ({"align": 0}, "align"),
+        ({"size": 0}, "size"),
+        ({"busy_lock": "thrice"}, "busy_lock"),
+        ({"vmap_nodes": 129}, "vmap_nodes"),
+        ({"pattern": "nope"}, "pattern"),
+        ({"vmalloc_size": 65536, "size": 65536}, "size"),
+        ({"map_pages": True, "node_pages": 1000}, "node_pages"),
+    ],
+)
+def test_bad_input_names_the_parameter(params, name):
+    with pytest.raises(ValueError, match=rf"^{name}: "):
+        al.run("vmalloc_stress", **params)
+
+
+def test_vmalloc_stress_is_listed_with_documented_parameters():
+    table = al.scenarios()
+    params = table[table.scenario == "vmalloc_stress"].set_index("parameter")
+    for p in ["threads", "ops", "size", "align", "busy_lock", "vmap_nodes", "pattern", "map_pages", "live"]:
+        assert p in params.index and params.loc[p, "doc"]
+    assert params.loc["busy_lock", "default"] == "once"
