@@ -642,7 +642,8 @@ TEST(CmaScenarioRuns, BadParametersAreInvalidArgument) {
   EXPECT_NE(err({{"pages_per_region", int64_t(1000)}}).find("pages_per_region"), std::string::npos);
   EXPECT_NE(err({{"alloc_mutex", std::string("both")}}).find("alloc_mutex"), std::string::npos);
   EXPECT_NE(err({{"regions", int64_t(3)}}, "node:1 core:2 pu:1").find("regions"), std::string::npos);
-  // More memory than the host has: refused before anything is allocated, naming the parameter.
-  EXPECT_NE(err({{"pages_per_region", int64_t(1) << 30}, {"backing", std::string("real")}}).find("pages_per_region"),
-            std::string::npos);
+  // More memory than the host has: refused before anything is allocated, with both figures.
+  EXPECT_EQ(err({{"pages_per_region", int64_t(1) << 30}, {"backing", std::string("real")}})
+                .rfind("memory: this run needs", 0),
+            0u);
 }
