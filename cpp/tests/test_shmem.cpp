@@ -59,7 +59,8 @@ class ShmemTest : public ::testing::Test {
   void build(ShmemVariant v, uint64_t nr_pages, Backing backing = Backing::none, bool clear = true,
              const std::string& topo = "node:1 core:4 pu:1") {
     machine = std::make_unique<Machine>(Topology::synthetic(topo), Topology::host());
-    locks = std::make_unique<LockDomain>(LockConfig{}, true, false);
+    // Spinning waiters yield: the threaded tests may run more threads than the host has PUs.
+    locks = std::make_unique<LockDomain>(LockConfig{}, true, /*spin_yield=*/true);
     locks->reset_stats(8);
     MemoryConfig cfg;
     const uint64_t pages = (nr_pages + shmem_index_pages(nr_pages) + 16384 + 1023) / 1024 * 1024;

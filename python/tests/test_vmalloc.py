@@ -101,3 +101,22 @@ def test_vmalloc_stress_is_listed_with_documented_parameters():
     for p in ["threads", "ops", "size", "align", "busy_lock", "vmap_nodes", "pattern", "map_pages", "live"]:
         assert p in params.index and params.loc[p, "doc"]
     assert params.loc["busy_lock", "default"] == "once"
+
+
+def test_reproduce_study_puts_the_seed_tables_beside_ours(tmp_path):
+    from alloclab import studies
+
+    run = studies.reproduce("vmalloc_stress", quick=True, out=tmp_path, progress=False)
+    assert run.study.name == "vmalloc_lock_once" and run.study.seed == "vmalloc-busy-lock-once"
+    table = run.result.table
+    assert set(table["shape"]) == {"v6.7", "v6.9+"}
+    assert (table["busy_lock_per_alloc_twice"] == 2).all() and (table["busy_lock_per_alloc_once"] == 1).all()
+    assert set(table.loc[table["shape"] == "v6.9+", "nr_vmap_nodes"]) == {128}  # the 160-CPU model
+    v67 = table[table["shape"] == "v6.7"].iloc[0]
+    v69 = table[table["shape"] == "v6.9+"].iloc[0]
+    assert v67["published_pct_160_vcpus"] == 105.5 and v67["published_pct_40_vcpus"] == 100.5
+    assert v69["published_pct_160_vcpus"] == 100.6 and v69["published_pct_224_vcpus"] == 104.0
+    names = {p.name for p in run.files}
+    assert {"table.csv", "published.csv", "data.csv", "lockstat.csv", "meta.json"} <= names
+    assert {"once_vs_twice.png", "scaling.png", "lockstat.png"} <= names
+    assert any("v6.9+" in note and "pool hits" in note for note in run.result.notes)

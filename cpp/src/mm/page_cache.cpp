@@ -193,8 +193,9 @@ LruCache::LruCache(MemorySystem& ms, LockDomain& locks) : ms_(ms) {
 }
 
 void LruCache::del_page_from_lru(Page* page) {
-  Lruvec& v = lruvec(page_to_nid(*page));
-  Zone& z = ms_.page_zone(page);
+  const int nid = page_to_nid_atomic(*page);
+  Lruvec& v = lruvec(nid);
+  Zone& z = ms_.zone(nid);
   LockToken t;
   v.lru_lock.lock(t);
   if (PageLRUAtomic(*page)) {
@@ -224,7 +225,8 @@ void pagevec_lru_add(LruCache& lru, Pagevec& pvec, int cpu) {
   LockToken t;
   for (unsigned i = 0; i < pvec.nr; ++i) {
     Page* page = pvec.pages[i];
-    LruCache::Lruvec& v = lru.lruvec(page_to_nid(*page));
+    const int nid = page_to_nid_atomic(*page);
+    LruCache::Lruvec& v = lru.lruvec(nid);
     if (&v != locked) {  // the pages' zone changed: switch lru_lock
       if (locked) locked->lru_lock.unlock(t);
       v.lru_lock.lock(t);
@@ -236,7 +238,7 @@ void pagevec_lru_add(LruCache& lru, Pagevec& pvec, int cpu) {
       throw std::logic_error("pagevec_lru_add: page already on an LRU list");
     }
     set_page_flag(*page, PG_lru);
-    Zone& z = ms.page_zone(page);
+    Zone& z = ms.zone(nid);
     list_add(v.lists[pvec.lru], z.zone_mem_map, z.page_idx(page));
     v.nr[pvec.lru]++;
   }

@@ -103,6 +103,11 @@ ShmemFile::ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg
   if (cfg.fault_ns > 10'000'000)
     bad_arg("fault_ns: " + std::to_string(cfg.fault_ns) + " is out of range (allowed: 0..10000000)");
   if (cfg.variant != ShmemVariant::ramfs) info_.lock = std::make_unique<Lock>(locks, "info->lock");
+  backing_base_.assign(size_t(ms.nr_nodes()), nullptr);
+  if (backing_)
+    for (int n = 0; n < ms.nr_nodes(); ++n)
+      if (ms.node_present_pages(n))
+        backing_base_[size_t(n)] = static_cast<char*>(ms.page_address(ms.zone(n).zone_mem_map));
   pte_ = std::make_unique<std::atomic<uint64_t>[]>(cfg.nr_pages);
 }
 
@@ -191,14 +196,19 @@ int ShmemFile::add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, boo
 void ShmemFile::clear_highpage(Page* page) {
   if (!cfg_.clear) return;
   if (backing_)
-    std::memset(ms_.page_address(page), 0, PAGE_SIZE);
+    std::memset(page_address(page), 0, PAGE_SIZE);
   else
     spin_for_ticks(clear_ticks_);
 }
 
+void* ShmemFile::page_address(const Page* page) const {
+  const int nid = page_to_nid_atomic(*page);
+  return backing_base_[size_t(nid)] + uint64_t(page - ms_.zone(nid).zone_mem_map) * PAGE_SIZE;
+}
+
 void ShmemFile::read_byte(const Page* page) const {
   if (!backing_) return;
-  const volatile char* a = static_cast<const volatile char*>(ms_.page_address(page));
+  const volatile char* a = static_cast<const volatile char*>(page_address(page));
   (void)*a;
 }
 
@@ -224,7 +234,7 @@ void ShmemFile::shmem_recalc_inode_modern(ShmemTask& t, long alloced, long swapp
 uint64_t* ShmemFile::dir_map(const Page* page) const {
   // shmem_dir_map / shmem_swp_map (kmap_atomic). Descriptor-only pages (Backing::none) keep their 4 KiB of
   // contents in a buffer whose address the model stores in the index page's page->index (unused by shmem).
-  if (backing_) return static_cast<uint64_t*>(ms_.page_address(page));
+  if (backing_) return static_cast<uint64_t*>(page_address(page));
   return reinterpret_cast<uint64_t*>(page->index);
 }
 

@@ -35,6 +35,10 @@ namespace alloclab::mm {
 inline uint64_t page_flags_load(const Page& p) {
   return std::atomic_ref<const uint64_t>(p.flags).load(std::memory_order_acquire);
 }
+// page_to_nid with an atomic load: another CPU may be setting a flag bit of the same word (trylock_page).
+inline int page_to_nid_atomic(const Page& p) {
+  return int((page_flags_load(p) >> NODES_PGSHIFT) & ((1u << NODES_WIDTH) - 1));
+}
 inline bool PageLocked(const Page& p) { return (page_flags_load(p) >> PG_locked) & 1; }
 inline bool PageUptodate(const Page& p) { return (page_flags_load(p) >> PG_uptodate) & 1; }
 inline bool PageSwapBacked(const Page& p) { return (page_flags_load(p) >> PG_swapbacked) & 1; }

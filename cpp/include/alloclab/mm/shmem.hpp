@@ -235,6 +235,8 @@ class ShmemFile {
   Page* alloc_page(ShmemTask& t);
   // add_to_page_cache_lru (lru = false: add_to_page_cache only, the modern shmem_add_to_page_cache).
   int add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, bool lru);
+  // page_address (kmap) without a plain read of page->flags, which other CPUs may be updating (trylock_page).
+  void* page_address(const Page* page) const;
   void clear_highpage(Page* page);
   void read_byte(const Page* page) const;
   void info_lock(ShmemTask& t, LockToken& tok);
@@ -259,6 +261,7 @@ class ShmemFile {
   LruCache lru_;
   MmapSem mmap_sem_;
   std::unique_ptr<std::atomic<uint64_t>[]> pte_;  // Page* of each index's PTE, 0 = pte_none
+  std::vector<char*> backing_base_;               // each node's 4 KiB frames (Backing::real), by node
   std::vector<std::unique_ptr<ShmemTask>> tasks_;
   bool torn_down_ = false;
 };
