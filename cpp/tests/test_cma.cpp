@@ -300,15 +300,34 @@ TEST_F(CmaTest, EmptyAreaNeedsNoMigrationAndTakesOneSectionPerFreeBlock) {
   const uint64_t B = N / pageblock_nr_pages;
   EXPECT_EQ(c.migrate.pages_migrated, 0u);
   EXPECT_EQ(c.target_refills, 0u);
-  // Free when isolated: this model's isolation splits each max-order block at the pageblock boundary.
-  EXPECT_GE(c.take_sections, N / MAX_ORDER_NR_PAGES);
-  EXPECT_LE(c.take_sections, B);
+  // Free when isolated, and isolation leaves blocks inside the range whole: one section per order-10 block.
+  EXPECT_EQ(c.take_sections, N / MAX_ORDER_NR_PAGES);
   EXPECT_EQ(acq("zone->lock"), 2 * B + 1 + c.take_sections);
   EXPECT_EQ(acq("mapping->i_pages"), 0u);
   EXPECT_EQ(acq("lru_lock"), 0u);
   EXPECT_EQ(acq("pcp->lock"), 0u);
   EXPECT_EQ(acq("cma_mutex"), 1u);
   give_back_all({{&area, {page, N}}});
+}
+
+TEST_F(CmaTest, AdjacentPageblockAreasMergeAsTheKernelsActivationFreeDoes) {
+  // Two 512-page areas side by side in one order-10 block: cma_activate_area frees each pageblock as CMA, and the
+  // second merges with the first (same migratetype). Allocating both and giving them back returns to that state.
+  build("node:1 core:1 pu:1", {0, 0}, pageblock_nr_pages, 4096);
+  ASSERT_EQ((*cma)[0].base_pfn, (*cma)[1].base_pfn + pageblock_nr_pages);  // placed top-down
+  ASSERT_EQ((*cma)[1].base_pfn % MAX_ORDER_NR_PAGES, 0u);
+  EXPECT_EQ(activated[0].second.nr_free[MAX_PAGE_ORDER][MIGRATE_CMA], 1u);
+  EXPECT_EQ(activated[0].second.nr_free[pageblock_order][MIGRATE_CMA], 0u);
+  EXPECT_EQ(ms->zone(0).zone_page_state(NR_FREE_CMA_PAGES), long(2 * pageblock_nr_pages));
+  Page* a = nullptr;
+  Page* b = nullptr;
+  measure([&] {
+    a = cma_alloc((*cma)[0], *mc, 0, pageblock_nr_pages, 1);
+    b = cma_alloc((*cma)[1], *mc, 0, pageblock_nr_pages, 1);
+  });
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  give_back_all({{&(*cma)[0], {a, pageblock_nr_pages}}, {&(*cma)[1], {b, pageblock_nr_pages}}});
 }
 
 TEST_F(CmaTest, UnalignedCountTakesBuddySectionsAndLeavesTheRestInUse) {

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cerrno>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "alloclab/clock.hpp"
 
@@ -47,30 +49,34 @@ uint64_t cma_bitmap_pages_to_bits(const Cma& cma, uint64_t pages) {
 }
 
 // init_cma_reserved_pageblock for a pageblock whose pages the buddy allocator already holds (the model frees all
-// memory at construction; the kernel keeps CMA pages reserved until cma_activate_area frees them as MIGRATE_CMA).
-// zone->lock held.
+// memory at construction; the kernel keeps CMA pages reserved until cma_activate_area frees them as MIGRATE_CMA
+// with __free_pages(page, pageblock_order)). Each free block of the pageblock is taken off its list and freed again
+// as CMA, so it merges with a CMA buddy as the kernel's free would: two adjacent 512-page areas end as one order-10
+// block, which is the state every later free returns to. zone->lock held. Returns the pages moved.
 long init_cma_reserved_pageblock(Zone& zone, uint64_t pfn, uint64_t area_start, uint64_t area_end) {
+  // A free max-order block that reaches outside the area is split first, so only the area's part changes type.
+  split_free_page_outside(zone, pfn, area_start, area_end);
   Page* page = zone.pfn_to_page(pfn);
-  // A free max-order block that reaches outside the area is split at pageblock granularity first, so only the
-  // area's part changes type (CMA and non-CMA blocks never merge at pageblock order or above).
-  for (unsigned order = MAX_PAGE_ORDER; order > pageblock_order; --order) {
-    const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
-    if (!zone.zone_spans_pfn(head_pfn)) continue;
-    Page* head = zone.pfn_to_page(head_pfn);
-    if (!PageBuddy(*head) || buddy_order(*head) != order) continue;
-    if (head_pfn >= area_start && head_pfn + (uint64_t(1) << order) <= area_end) break;
-    const int list_mt = int(head->buddy_list_mt);
-    del_page_from_free_list(head, zone, order);
-    for (uint64_t b = 0; b < (uint64_t(1) << (order - pageblock_order)); ++b) {
-      Page* part = head + b * pageblock_nr_pages;
-      add_to_free_list_tail(part, zone, pageblock_order, list_mt);
-      set_buddy_order(*part, pageblock_order);
-    }
-    break;
-  }
   zone.set_pageblock_migratetype(page, MIGRATE_CMA);
-  const int moved = move_freepages_block(zone, page, MIGRATE_CMA, nullptr);
-  zone.__mod_zone_page_state(NR_FREE_CMA_PAGES, moved);
+  // Off the lists first, then freed: a block must not merge with a buddy that is still on its old list.
+  std::vector<std::pair<uint64_t, unsigned>> blocks;
+  for (uint64_t p = pfn; p < pfn + pageblock_nr_pages && zone.zone_spans_pfn(p);) {
+    Page* pg = zone.pfn_to_page(p);
+    if (!PageBuddy(*pg)) {
+      ++p;
+      continue;
+    }
+    const unsigned order = buddy_order(*pg);
+    zone.__mod_zone_freepage_state(-(long(1) << order), int(pg->buddy_list_mt));
+    del_page_from_free_list(pg, zone, order);
+    blocks.emplace_back(p, order);
+    p += uint64_t(1) << order;
+  }
+  long moved = 0;
+  for (auto [p, order] : blocks) {
+    __free_one_page(zone.pfn_to_page(p), p, zone, order, MIGRATE_CMA, FPI_NONE);
+    moved += long(1) << order;
+  }
   return moved;
 }
 

@@ -528,7 +528,7 @@ void* MemorySystem::page_address(const Page* p) const {
 // ---- pageblock isolation (mm/page_isolation.c, v6.2)
 // -----------------------------------------------------------------
 
-int MemorySystem::set_migratetype_isolate(Zone& zone, uint64_t pfn, int) {
+int MemorySystem::set_migratetype_isolate(Zone& zone, uint64_t pfn, uint64_t range_start, uint64_t range_end) {
   Page* page = zone.pfn_to_page(pfn);
   LockToken t;
   zone.lock_zone(t);
@@ -538,23 +538,9 @@ int MemorySystem::set_migratetype_isolate(Zone& zone, uint64_t pfn, int) {
   }
   // (has_unmovable_pages is not modelled: allocated pages are assumed movable)
   const int mt = zone.get_pageblock_migratetype(page);
-  // isolate_single_pageblock: a free block larger than a pageblock straddles the edge; split it so that only this
-  // pageblock's half becomes isolated.
-  for (unsigned order = pageblock_order + 1; order < NR_PAGE_ORDERS; ++order) {
-    const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
-    if (!zone.zone_spans_pfn(head_pfn)) break;
-    Page* head = zone.pfn_to_page(head_pfn);
-    if (PageBuddy_racy(*head) && buddy_order(*head) == order) {
-      const int list_mt = int(head->buddy_list_mt);
-      del_page_from_free_list(head, zone, order);
-      for (uint64_t b = 0; b < (uint64_t(1) << (order - pageblock_order)); ++b) {
-        Page* part = head + b * pageblock_nr_pages;
-        add_to_free_list(part, zone, pageblock_order, list_mt);
-        set_buddy_order(*part, pageblock_order);
-      }
-      break;
-    }
-  }
+  // isolate_single_pageblock: a free block that straddles an edge of the range is split, so that only its part
+  // inside becomes isolated. Blocks wholly inside stay whole (their later pageblocks hold no buddy head).
+  split_free_page_outside(zone, pfn, range_start, range_end);
   zone.set_pageblock_migratetype(page, MIGRATE_ISOLATE);
   zone.nr_isolate_pageblock.fetch_add(1, std::memory_order_relaxed);
   const int nr_pages = move_freepages_block(zone, page, MIGRATE_ISOLATE, nullptr);
@@ -610,7 +596,7 @@ Zone& range_zone(const MemorySystem& ms, uint64_t start_pfn, uint64_t end_pfn) {
 int MemorySystem::start_isolate_page_range(uint64_t start_pfn, uint64_t end_pfn, int migratetype) {
   Zone& zone = range_zone(*this, start_pfn, end_pfn);
   for (uint64_t pfn = start_pfn; pfn < end_pfn; pfn += pageblock_nr_pages) {
-    if (set_migratetype_isolate(zone, pfn, migratetype) != 0) {
+    if (set_migratetype_isolate(zone, pfn, start_pfn, end_pfn) != 0) {
       for (uint64_t p = start_pfn; p < pfn; p += pageblock_nr_pages) unset_migratetype_isolate(zone, p, migratetype);
       return -EBUSY;
     }
@@ -697,15 +683,7 @@ MemoryStats MemorySystem::stats() const {
     s.bad_pages += n.zone->nr_bad_pages.load();
     for (const PerCpuPages* p : n.pcps) {
       if (!p) continue;
-      s.pcp.refills += p->stats.refills;
-      s.pcp.refill_blocks += p->stats.refill_blocks;
-      s.pcp.pages_checked_under_lock += p->stats.pages_checked_under_lock;
-      s.pcp.pages_checked_after_unlock += p->stats.pages_checked_after_unlock;
-      s.pcp.bulk_frees += p->stats.bulk_frees;
-      s.pcp.bulk_free_blocks += p->stats.bulk_free_blocks;
-      s.pcp.allocs += p->stats.allocs;
-      s.pcp.frees += p->stats.frees;
-      s.pcp.drains += p->stats.drains;
+      s.pcp.add(p->stats);
     }
   }
   for (int c = 0; c < nr_cpus_; ++c) {

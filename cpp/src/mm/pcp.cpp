@@ -272,6 +272,7 @@ void drain_pages_zone(Zone& zone, int cpu) {
   if (!pcp.nr()) return;  // the kernel's racy READ_ONCE(pcp->count)
   LockToken t;
   pcp.lock.lock(t);
+  ++pcp.stats.drain_locks;
   const int count = pcp.nr();
   if (count) {
     free_pcppages_bulk(zone, count, pcp, 0);

@@ -283,6 +283,25 @@ int move_freepages_block(Zone& zone, Page* page, int migratetype, int* num_movab
   return pages_moved;
 }
 
+bool split_free_page_outside(Zone& zone, uint64_t pfn, uint64_t lo, uint64_t hi) {
+  for (unsigned order = pageblock_order + 1; order < NR_PAGE_ORDERS; ++order) {
+    const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
+    if (!zone.zone_spans_pfn(head_pfn)) return false;
+    Page* head = zone.pfn_to_page(head_pfn);
+    if (!PageBuddy_racy(*head) || buddy_order(*head) != order) continue;
+    if (head_pfn >= lo && head_pfn + (uint64_t(1) << order) <= hi) return false;
+    const int list_mt = int(head->buddy_list_mt);
+    del_page_from_free_list(head, zone, order);
+    for (uint64_t b = 0; b < (uint64_t(1) << (order - pageblock_order)); ++b) {
+      Page* part = head + b * pageblock_nr_pages;
+      set_buddy_order(*part, pageblock_order);
+      add_to_free_list(part, zone, pageblock_order, list_mt);
+    }
+    return true;
+  }
+  return false;
+}
+
 int __isolate_free_page(Zone& zone, Page* page, unsigned order) {
   const int mt = zone.get_pageblock_migratetype(page);
   if (!is_migrate_isolate(mt)) {

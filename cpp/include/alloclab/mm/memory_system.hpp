@@ -169,7 +169,7 @@ class MemorySystem {
   void __free_pages_ok(Zone& zone, Page* page, unsigned order);
   void setup_watermarks();
   void setup_pagesets();
-  int set_migratetype_isolate(Zone& zone, uint64_t pfn, int migratetype);
+  int set_migratetype_isolate(Zone& zone, uint64_t pfn, uint64_t range_start, uint64_t range_end);
   void unset_migratetype_isolate(Zone& zone, uint64_t pfn, int migratetype);
 
   const Machine& machine_;

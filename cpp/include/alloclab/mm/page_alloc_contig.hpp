@@ -21,9 +21,9 @@
 //   4. test_pages_isolated(outer_start, end): zone->lock once (if every pageblock is isolated).
 //   5. isolate_freepages_range(outer_start, end): one zone->lock section per free block of order >= 5 it takes
 //      (isolate_freepages_block drops the lock at every 32-pfn boundary) and per 32-pfn run of smaller blocks: T.
-//      T = count/1024 when the range is MAX_ORDER-aligned and its freed pages merged to order 10 (a full range);
-//      T = count/512 for pageblocks that were free when isolated (this model's isolation splits their max-order
-//      blocks at pageblock boundaries).
+//      T = count/1024 when the range is MAX_ORDER-aligned and its pages are free as order-10 blocks (a full range
+//      whose freed pages merged, or pageblocks that were free when isolated: isolation splits a free block only
+//      where it straddles an edge of the range, as isolate_single_pageblock).
 //   6. split into order-0 pages; free_contig_range() of what lies outside [start, end): zone->lock per page: H.
 //   7. undo_isolate_page_range: zone->lock once per pageblock: B.
 // zone->lock = 2B + D + R + M + 1 + T + H for a success; a failed call stops after its phase and still undoes

@@ -57,9 +57,23 @@ struct PcpStats {
   uint64_t pages_checked_after_unlock = 0;  // struct pages check_pcp_refill read after zone->lock (the patch)
   uint64_t bulk_frees = 0;                  // free_pcppages_bulk calls from this pcp (frees and drains)
   uint64_t bulk_free_blocks = 0;
-  uint64_t allocs = 0;  // blocks handed out from the lists
-  uint64_t frees = 0;   // blocks freed to the lists
-  uint64_t drains = 0;  // drain_pages_zone calls that found pages
+  uint64_t allocs = 0;       // blocks handed out from the lists
+  uint64_t frees = 0;        // blocks freed to the lists
+  uint64_t drain_locks = 0;  // drain_pages_zone calls that took pcp->lock (the racy count said it had pages)
+  uint64_t drains = 0;       // ... and found pages under it (one free_pcppages_bulk, one zone->lock)
+
+  void add(const PcpStats& o) {
+    refills += o.refills;
+    refill_blocks += o.refill_blocks;
+    pages_checked_under_lock += o.pages_checked_under_lock;
+    pages_checked_after_unlock += o.pages_checked_after_unlock;
+    bulk_frees += o.bulk_frees;
+    bulk_free_blocks += o.bulk_free_blocks;
+    allocs += o.allocs;
+    frees += o.frees;
+    drain_locks += o.drain_locks;
+    drains += o.drains;
+  }
 };
 
 class alignas(64) PerCpuPages {

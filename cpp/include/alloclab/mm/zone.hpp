@@ -203,6 +203,11 @@ void __free_one_page(Page* page, uint64_t pfn, Zone& zone, unsigned order, int m
 // Moves every free block headed inside page's pageblock to `migratetype`'s list; returns the pages moved (0 when
 // the pageblock is not wholly inside the zone). *num_movable counts allocated PageLRU/__PageMovable pages.
 int move_freepages_block(Zone& zone, Page* page, int migratetype, int* num_movable);
+// split_free_page at pageblock granularity: when the free block holding `pfn` is larger than a pageblock and
+// reaches outside [lo, hi), it is replaced on its list by its pageblock-order parts, so that the pageblocks inside
+// the range can change type alone (isolate_single_pageblock at the edges of an isolated range; the model's
+// cma_activate_area at the edges of an area). Returns true when it split.
+bool split_free_page_outside(Zone& zone, uint64_t pfn, uint64_t lo, uint64_t hi);
 // Takes one free block off its list for a caller that will own it (compaction, alloc_contig_range): checks the min
 // watermark unless the block is isolated, accounts the pages as allocated. Returns 1 << order, or 0 on failure.
 int __isolate_free_page(Zone& zone, Page* page, unsigned order);

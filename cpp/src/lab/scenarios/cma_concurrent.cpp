@@ -32,10 +32,11 @@
 //                        trylock failures that fell back to the buddy lists: 0 with one area per node)
 //   mapping->i_pages   = one per folio_migrate_mapping (= M when nothing is pinned)
 //   lru_lock           = isolation sections (one per 32 pages of a full range) + one per migrated page
-//   pcp->lock          = targets allocated + targets given back + pcps drained - Y
-// With one area per node every one of these is exact, and `lock_counts_exact` says so. With several areas in one
-// zone and per-area mutexes, a worker's drain can find another's pcp non-empty and then empty under its lock (a
-// pcp->lock the formula does not count): rare, and reported (lock_counts_exact = false), not raised.
+//   pcp->lock          = targets allocated + targets given back + L - Y (L = drains that took a pcp->lock: with
+//                        several areas in one zone a drain may find a pcp non-empty by its racy read and empty
+//                        under the lock, so L >= D)
+// Every one of these is exact, with any number of areas per node; `lock_counts_exact` says so when lock_stat was on
+// and the run was not stopped (`lock_counts_checked`).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -299,7 +300,7 @@ class CmaConcurrent final : public Scenario {
     // ---- the lock counts against the formula ----
     const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
     const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
-    const uint64_t Y = after.trylock_fail - before_.trylock_fail;
+    const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
     const uint64_t zone_expected =
         B + c.pageblocks_undone + M + c.test_locks + c.take_sections + c.headtail_frees + R + D + Y;
     struct Check {
@@ -316,8 +317,8 @@ class CmaConcurrent final : public Scenario {
         {"lru_lock", "lru_lock", c.lru_lock_expected()},
         // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
         {"pcp_lock", "pcp->lock",
-         c.migrate.targets_allocated + c.migrate.eagain + D -
-             std::min(Y, c.migrate.targets_allocated + c.migrate.eagain + D)},
+         c.migrate.targets_allocated + c.migrate.eagain + L -
+             std::min(Y, c.migrate.targets_allocated + c.migrate.eagain + L)},
     };
     bool exact = true;
     const bool countable = env.locks.lockstat() && !r.stopped;
@@ -348,12 +349,13 @@ class CmaConcurrent final : public Scenario {
 
  private:
   struct Counters {
-    uint64_t refills = 0, drains = 0, trylock_fail = 0;
+    uint64_t refills = 0, drain_locks = 0, drains = 0, trylock_fail = 0;
   };
   Counters counters() const {
     Counters c;
     const MemoryStats st = ms_->stats();
     c.refills = st.pcp.refills;
+    c.drain_locks = st.pcp.drain_locks;
     c.drains = st.pcp.drains;
     c.trylock_fail = st.pcp_trylock_fail;
     return c;

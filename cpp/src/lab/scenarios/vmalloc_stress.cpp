@@ -31,8 +31,12 @@
 //   free path         1 per vfree(): find_unlink_vmap_area() (the area is on addr_to_node(va_start), found on the
 //                     first node it looks at)
 //   purge             0
-//   lock_stat acquisitions of the class = k * allocs + frees     (frees = allocs + areas held from prepare)
+//   lock_stat acquisitions of the class = k * allocs + frees     (frees = the vfree()s of the timed run: allocs
+//                                                                  minus the areas still held when it ended)
 //   summary busy_lock_per_alloc = allocation-path acquisitions / allocs = k
+// The areas still held at the end and those made in prepare are freed by finish() on one thread, untimed and
+// outside lock_stat like prepare's allocations (freed_at_teardown): a stopped run of 1024 oversubscribed workers
+// then ends at once instead of queueing millions of frees behind each other.
 // finish() checks that formula against the model's own per-site counters and, with lockstat on, against
 // lock_stat's independent counts of every vmalloc lock class; then that no area overlaps, that free + busy +
 // lazy + pooled areas tile [VMALLOC_START, VMALLOC_END) exactly, and, after a final purge with a full pool decay,
@@ -209,10 +213,6 @@ class VmallocStress final : public Scenario {
       ctx.add_ops();
     }
     ctx.end_timed();
-    // Untimed: give back everything this worker still holds.
-    while (ws.held.size()) free_one(ctx.slot, c, ws.held.pop_oldest());
-    for (unsigned long a : ws.prepopulated) free_one(ctx.slot, c, a);
-    ws.prepopulated.clear();
     const VmallocStats& st = c.st;
     ctx.metric("allocs", double(st.allocs));
     ctx.metric("alloc_failures", double(st.alloc_failures));
@@ -316,9 +316,6 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
         std::to_string(k) + " x " + std::to_string(st.allocs) + " allocations");
   if (st.busy_lock_setup != (once_ ? 0 : st.allocs))
     bug("setup_vmalloc_vm() took the busy lock the wrong number of times");
-  if (st.frees != st.allocs + held_from_prepare_)
-    bug(std::to_string(st.frees) + " frees for " + std::to_string(st.allocs) + " allocations and " +
-        std::to_string(held_from_prepare_) + " areas held from prepare");
   if (st.busy_lock_free != st.frees)
     bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
         std::to_string(st.frees) + " frees");
@@ -338,6 +335,22 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
     check("vmap_purge_lock", st.purge_lock);
     if (space_->lazy_lock_counted()) check(space_->lazy_lock_class(), st.lazy_lock);
   }
+
+  // Teardown, untimed and outside lock_stat (this thread is no worker): what the workers still hold and what
+  // prepare made, each freed on its worker's context; then every allocation has had its free.
+  uint64_t freed_at_teardown = 0;
+  for (const Slot& slot : env.slots) {
+    WorkerState& ws = workers_[size_t(slot.worker)];
+    VmapCpu& c = space_->cpu(slot.worker);
+    for (; ws.held.size(); ++freed_at_teardown) free_one(slot, c, ws.held.pop_oldest());
+    for (unsigned long a : ws.prepopulated) free_one(slot, c, a);
+    freed_at_teardown += ws.prepopulated.size();
+    ws.prepopulated.clear();
+  }
+  const VmallocStats all = space_->stats();
+  if (all.frees != all.allocs + held_from_prepare_)
+    bug(std::to_string(all.frees) + " frees for " + std::to_string(all.allocs) + " allocations and " +
+        std::to_string(held_from_prepare_) + " areas held from prepare");
 
   // No overlap, exact tiling, nothing busy, no leaked object; then everything back in one free area.
   space_->verify();
@@ -375,6 +388,7 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("allocs", int64_t(st.allocs));
   s.emplace_back("alloc_failures", int64_t(st.alloc_failures));
   s.emplace_back("frees", int64_t(st.frees));
+  s.emplace_back("freed_at_teardown", int64_t(freed_at_teardown));
   s.emplace_back("shape", std::string(space_->v67_shape() ? "v6.7" : "v6.9+"));
   s.emplace_back("nr_vmap_nodes", int64_t(space_->nr_vmap_nodes()));
   s.emplace_back("busy_lock", std::string(once_ ? "once" : "twice"));
