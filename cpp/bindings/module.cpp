@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -59,6 +60,11 @@ py::dict workers_columns(const std::vector<WorkerRow>& rows) {
   col("lat_p50_ns", [](const WorkerRow& r) { return r.lat_p50_ns; });
   col("lat_p99_ns", [](const WorkerRow& r) { return r.lat_p99_ns; });
   col("lat_max_ns", [](const WorkerRow& r) { return r.lat_max_ns; });
+  if (std::any_of(rows.begin(), rows.end(), [](const WorkerRow& r) { return r.allocs_recorded > 0; })) {
+    col("allocs_recorded", [](const WorkerRow& r) { return r.allocs_recorded; });
+    // 63 bits, so that it stays a non-negative int64 in pandas and Parquet.
+    col("alloc_digest", [](const WorkerRow& r) { return int64_t(r.alloc_digest >> 1); });
+  }
   std::vector<std::string> metric_names;  // union, in first-seen order
   std::set<std::string> seen;
   for (const auto& r : rows)

@@ -22,7 +22,9 @@ class RunResult:
     Attributes:
         scenario: the scenario's name.
         workers: one row per worker: ``worker, model_pu, model_node, host_pu, host_node, cpu_used, bind_ok,
-            bind_error, ops, elapsed_s`` and latency percentiles (``lat_*_ns``), then the scenario's own
+            bind_error, ops, elapsed_s`` and latency percentiles (``lat_*_ns``); for scenarios that allocate,
+            ``allocs_recorded`` and ``alloc_digest`` (an order-sensitive hash of every pfn or vmalloc address the
+            worker got: equal digests, same addresses in the same order); then the scenario's own
             per-worker figures.
         lockstat: one row per lock class that was acquired, with ``/proc/lock_stat``'s columns (times in ns).
         summary: the scenario's headline figures.

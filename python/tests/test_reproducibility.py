@@ -62,6 +62,37 @@ def test_single_worker_runs_give_identical_counts(scenario):
     assert a == b, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
 
 
+#: Where each allocating scenario reports the addresses it got: a per-worker ``alloc_digest`` (an order-sensitive
+#: hash of every pfn or vmalloc address a worker allocated, with ``allocs_recorded``), or, for hugetlb_boot, whose
+#: padata helpers fill one pool, the summary's ``pool_digest`` over the pool's free lists.
+NO_ALLOCATIONS = {"lock_zoo"}
+SUMMARY_DIGEST = {"hugetlb_boot": "pool_digest"}
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in NO_ALLOCATIONS])
+def test_single_worker_runs_allocate_the_same_addresses_in_the_same_order(scenario):
+    params = small_params(scenario, workers=1)
+    first, second = (al.run(scenario, seed=99, **params) for _ in range(2))
+    if scenario in SUMMARY_DIGEST:
+        key = SUMMARY_DIGEST[scenario]
+        assert first.summary["allocated"] > 0
+        assert first.summary[key] == second.summary[key] != 0
+        return
+    assert (first.workers["allocs_recorded"] > 0).all(), first.workers
+    assert first.workers["alloc_digest"].tolist() == second.workers["alloc_digest"].tolist()
+    assert first.workers["allocs_recorded"].tolist() == second.workers["allocs_recorded"].tolist()
+
+
+def test_the_digest_tells_different_allocation_sequences_apart():
+    # page_alloc's "rand" pattern frees a random held block before each allocation: another seed, other addresses.
+    params = {"threads": 1, "pattern": "rand", "iterations": 2000, "node_pages": 4096}
+
+    def digest(seed: int) -> int:
+        return int(al.run("page_alloc", seed=seed, **params).workers["alloc_digest"].iloc[0])
+
+    assert digest(1) == digest(1) != digest(2)
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_seed_is_in_every_result(scenario):
     params = small_params(scenario, workers=1)

@@ -23,6 +23,7 @@ struct WorkerRow {
   double elapsed_s = 0;    // the worker's own timed part
   uint64_t lat_count = 0;  // latency samples recorded by the scenario (0: none)
   double lat_mean_ns = 0, lat_p50_ns = 0, lat_p99_ns = 0, lat_max_ns = 0;
+  uint64_t allocs_recorded = 0, alloc_digest = 0;       // WorkerCtx::record_alloc (0, 0: the scenario records none)
   std::vector<std::pair<std::string, double>> metrics;  // the scenario's per-worker figures
 };
 

@@ -30,6 +30,12 @@ struct RunEnv {
   bool oversubscribed;
 };
 
+// One step of an order-sensitive digest of addresses (WorkerCtx::record_alloc, hugetlb_boot's pool_digest).
+inline uint64_t digest_step(uint64_t digest, uint64_t addr) {
+  digest = (digest ^ addr) * 0x9e3779b97f4a7c15ull;
+  return digest ^ (digest >> 29);
+}
+
 // What a worker sees: its slot, its random stream, the stop flag, and where it records what it did.
 class WorkerCtx {
  public:
@@ -46,23 +52,30 @@ class WorkerCtx {
   // Ends the timed part early: what the worker does afterwards (freeing what it allocated) is not in elapsed_s.
   void end_timed() { timed_end_ = clock_ticks(); }
   void metric(const std::string& name, double value) { metrics_.emplace_back(name, value); }
+  // Folds the address of something the worker allocated (a pfn, a vmalloc address) into its alloc_digest, in
+  // order: two runs with the same seed whose workers got the same addresses in the same order have equal digests.
+  void record_alloc(uint64_t addr) {
+    alloc_digest_ = digest_step(alloc_digest_, addr);
+    ++allocs_recorded_;
+  }
   // A calibrated busy-wait (hold or think time) that ends early when the run is stopped, so that a run of long
   // holds behind a FIFO queue of many waiters still stops promptly.
   void spin_ticks(uint64_t ticks) const {
-    if (ticks == 0) return;
-    const uint64_t end = clock_ticks() + ticks;
-    while (clock_ticks() < end && !stopped()) cpu_pause();
+    spin_for_ticks(ticks, [this] { return stopped(); });
   }
 
   uint64_t ops() const { return ops_; }
   const LatencyHistogram& latency() const { return latency_; }
   uint64_t timed_end() const { return timed_end_; }
+  uint64_t alloc_digest() const { return alloc_digest_; }
+  uint64_t allocs_recorded() const { return allocs_recorded_; }
   std::vector<std::pair<std::string, double>>& metrics() { return metrics_; }
 
  private:
   const std::atomic<bool>* stop_;
   uint64_t ops_ = 0;
   uint64_t timed_end_ = 0;
+  uint64_t alloc_digest_ = 0, allocs_recorded_ = 0;
   LatencyHistogram latency_;
   std::vector<std::pair<std::string, double>> metrics_;
 };

@@ -186,6 +186,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
     row.lat_p50_ns = h.percentile(0.50);
     row.lat_p99_ns = h.percentile(0.99);
     row.lat_max_ns = double(h.max());
+    row.allocs_recorded = ctx.allocs_recorded();
+    row.alloc_digest = ctx.alloc_digest();
     row.metrics = std::move(ctxs[w].metrics());
   }
   r.workers = std::move(rows);

@@ -96,7 +96,7 @@ void Hugetlb::hugetlb_pages_alloc_boot_node(hstate& h, unsigned long start, unsi
     folio_list.push_back(folio);  // list_move(&folio->lru, &folio_list)
     ++st.folios;
   }
-  prep_and_add_allocated_folios(h, folio_list, st);
+  prep_and_add_allocated_folios(h, folio_list, st, stopped);
 }
 
 Page* Hugetlb::alloc_pool_huge_folio(hstate& h, int cpu, const nodemask_t& nodes_allowed,
@@ -147,11 +147,13 @@ void Hugetlb::init_new_hugetlb_folio(hstate&, Page* folio) {
   folio->private_ = 0;                          // no HPG flags (subpool and cgroup pointers: not modelled)
 }
 
-void Hugetlb::hugetlb_vmemmap_optimize_folios(hstate&, std::vector<Page*>& folio_list) {
+void Hugetlb::hugetlb_vmemmap_optimize_folios(hstate&, std::vector<Page*>& folio_list,
+                                              const std::function<bool()>& stopped) {
   if (cfg_.hvo_ns == 0) return;
   const uint64_t ticks = ns_to_ticks(cfg_.hvo_ns);
+  const auto stop = [&stopped] { return stopped && stopped(); };
   for (Page* folio : folio_list) {
-    spin_for_ticks(ticks);  // vmemmap_remap_free(): remap the tail vmemmap pages onto the first one
+    spin_for_ticks(ticks, stop);  // vmemmap_remap_free(): remap the tail vmemmap pages onto the first one
     folio_set_hpg(*folio, HPG_vmemmap_optimized);
   }
 }
@@ -170,9 +172,10 @@ void Hugetlb::enqueue_hugetlb_folio(hstate& h, Page* folio) {
   folio_set_hpg(*folio, HPG_freed);
 }
 
-void Hugetlb::prep_and_add_allocated_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st) {
+void Hugetlb::prep_and_add_allocated_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st,
+                                            const std::function<bool()>& stopped) {
   // Send list for bulk vmemmap optimization processing.
-  hugetlb_vmemmap_optimize_folios(h, folio_list);
+  hugetlb_vmemmap_optimize_folios(h, folio_list, stopped);
   if (cfg_.lock_mode == HugetlbLockMode::per_worker) {
     // Add all new pool pages to free lists in one lock cycle.
     LockGuard g(hugetlb_lock_);
@@ -253,12 +256,13 @@ void Hugetlb::gather_bootmem_prealloc_node(int nid, HugetlbThreadStats& st, cons
     ++st.folios;
   }
   boot.erase(boot.begin(), boot.begin() + long(k));
-  prep_and_add_bootmem_folios(h, folio_list, st);
+  prep_and_add_bootmem_folios(h, folio_list, st, stopped);
 }
 
-void Hugetlb::prep_and_add_bootmem_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st) {
+void Hugetlb::prep_and_add_bootmem_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st,
+                                          const std::function<bool()>& stopped) {
   // Send list for bulk vmemmap optimization processing.
-  hugetlb_vmemmap_optimize_folios(h, folio_list);
+  hugetlb_vmemmap_optimize_folios(h, folio_list, stopped);
   auto init_rest = [&](Page* folio) {
     // If HVO fails (or is off), initialize all tail struct pages.
     if (!folio_test_hpg(*folio, HPG_vmemmap_optimized))

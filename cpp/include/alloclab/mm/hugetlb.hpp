@@ -176,7 +176,8 @@ class Hugetlb {
                               std::atomic<int>& next_node, HugetlbThreadStats& st);
   // alloc_buddy_hugetlb_folio() + init_new_hugetlb_folio() (only_alloc_fresh_hugetlb_folio).
   Page* only_alloc_fresh_hugetlb_folio(hstate& h, int cpu, gfp_t gfp_mask, int nid, nodemask_t& node_alloc_noretry);
-  void prep_and_add_allocated_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st);
+  void prep_and_add_allocated_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st,
+                                     const std::function<bool()>& stopped = {});
 
   // ---- gigantic boot path ----
   // hugetlb_gigantic_pages_alloc_boot(h): up to `count` folios from the memblock stand-in, serially (the kernel
@@ -185,7 +186,8 @@ class Hugetlb {
   const std::vector<Page*>& huge_boot_pages(int nid) const { return huge_boot_pages_.at(size_t(nid)); }
   // gather_bootmem_prealloc_node(nid): turns huge_boot_pages[nid] into hugetlb folios on the free lists.
   void gather_bootmem_prealloc_node(int nid, HugetlbThreadStats& st, const std::function<bool()>& stopped = {});
-  void prep_and_add_bootmem_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st);
+  void prep_and_add_bootmem_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st,
+                                   const std::function<bool()>& stopped = {});
 
   // ---- teardown and checks (no worker may run) ----
   // Frees every folio of `h`'s free lists (and ungathered boot pages) back to the page allocator; returns the
@@ -199,7 +201,8 @@ class Hugetlb {
   void enqueue_hugetlb_folio(hstate& h, Page* folio);     // hugetlb_lock held
   void __prep_account_new_huge_page(hstate& h, int nid);  // hugetlb_lock held
   void init_new_hugetlb_folio(hstate& h, Page* folio);
-  void hugetlb_vmemmap_optimize_folios(hstate& h, std::vector<Page*>& folio_list);
+  // HVO's cost per folio ends early once `stopped` says so (the folios are still marked optimized).
+  void hugetlb_vmemmap_optimize_folios(hstate& h, std::vector<Page*>& folio_list, const std::function<bool()>& stopped);
   uint64_t hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long start_page, unsigned long end_page);
   uint64_t hugetlb_folio_init_vmemmap(hstate& h, Page* folio, unsigned long nr_pages);
   void update_and_free_hugetlb_folio(hstate& h, Page* folio, int cpu);

@@ -221,7 +221,10 @@ class CmaConcurrent final : public Scenario {
         cma_alloc((*cma_)[w], *mc_, ctx.slot.model_pu, alloc_pages_, align_, &st, [&ctx] { return ctx.stopped(); });
     ctx.end_timed();
     allocated_[size_t(w)] = page;
-    if (page) ctx.add_ops();
+    if (page) {
+      ctx.add_ops();
+      ctx.record_alloc(ms_->page_to_pfn(page));
+    }
     const double ns = clock_calibration().ns_per_tick * 1e-9;
     const ContigStats& c = st.contig;
     ctx.metric("pages", page ? double(alloc_pages_) : 0.0);

@@ -294,6 +294,17 @@ class HugetlbBoot final : public Scenario {
     for (size_t i = 1; i < plan_.work_nodes.size(); ++i)
       helper_nodes += (i > 1 ? "," : "") + std::to_string(plan_.work_nodes[i]);
 
+    const int64_t pool_digest = [&] {  // the pool's folios, node by node in free-list order (63 bits)
+      uint64_t d = 0;
+      for (int n = 0; n < ms_->nr_nodes(); ++n) {
+        if (h.hugepage_freelists[size_t(n)].empty()) continue;  // (a node without memory has no zone)
+        const Zone& z = ms_->zone(n);
+        for (uint32_t i = h.hugepage_freelists[size_t(n)].head(); i != kNoPage; i = z.zone_mem_map[i].lru.next)
+          d = digest_step(d, z.zone_start_pfn + i);
+      }
+      return int64_t(d >> 1);
+    }();
+
     // ---- teardown (untimed): every page goes back, and the buddy lists are what they were ----
     const int cpu0 = workers_.empty() ? 0 : workers_[0].cpu;
     const unsigned long freed = hugetlb_->free_pool(h, cpu0);
@@ -313,6 +324,7 @@ class HugetlbBoot final : public Scenario {
     auto& s = r.summary;
     s.emplace_back("elapsed_s", elapsed);
     s.emplace_back("allocated", int64_t(allocated));
+    s.emplace_back("pool_digest", pool_digest);
     s.emplace_back("requested", int64_t(pages_));
     s.emplace_back("exhausted", allocated < pages_);
     s.emplace_back("nworks", int64_t(nworks));

@@ -103,6 +103,7 @@ class PageAlloc final : public Scenario {
       }
       alloc_ticks += t1 - t0;
       ++allocs;
+      ctx.record_alloc(ms_->page_to_pfn(p));
       ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
       ctx.add_ops();
       return p;

@@ -140,6 +140,7 @@ class PcpRefill final : public Scenario {
         break;
       }
       held.push_back(page);
+      ctx.record_alloc(ms_->page_to_pfn(page));
       ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
       ctx.add_ops();
     }

@@ -106,6 +106,7 @@ class ShmemFault final : public Scenario {
       if (t.st.faults != faults) {
         ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
         ctx.add_ops();
+        ctx.record_alloc(ms_->page_to_pfn(file_->pte_page(idx)));  // the page this fault mapped
       }
     }
     ctx.end_timed();

@@ -239,7 +239,10 @@ class VmallocStress final : public Scenario {
     VmStruct* vm = space_->get_vm_area(c, size, align);
     if (vm && ms_ && !vmalloc_area_node(ctx.slot, c, vm)) vm = nullptr;
     ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
-    if (vm) ws.held.push(vm->addr);
+    if (vm) {
+      ws.held.push(vm->addr);
+      ctx.record_alloc(vm->addr);
+    }
   }
   // __vmalloc_area_node(): the pages (vm_area_alloc_pages: bulk in batches of 100, then one at a time) and
   // vmap_pages_range() (a calibrated cost per page). On a shortage it frees what it got and the area (vfree).
