@@ -11,22 +11,16 @@ in seconds.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import alloclab as al
-from alloclab.studies import new_run_dir
+from alloclab.studies import experiment_args, new_run_dir
 from alloclab.studies import pcp_refill as study
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the study; returns 0 when every run finished ok, 1 otherwise."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (also ALLOCLAB_QUICK=1)")
-    parser.add_argument("--out", default="results", help="results root (default: results)")
-    parser.add_argument("--repeats", type=int, default=None, help="repeats per configuration")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
-    args = parser.parse_args(argv)
+    args = experiment_args(__doc__, argv)
 
     quick = args.quick or al.quick()
     threads = study.host_threads()

@@ -73,8 +73,17 @@ def test_smallest_areas_side_by_side_on_one_node_come_back(alloc_mutex):
     r = al.run(
         "cma_concurrent", topology="node:1 core:2 pu:1", regions=2, pages_per_region=512, alloc_mutex=alloc_mutex
     )
-    assert r.summary["failures"] == 0 and r.summary["pages_allocated"] == 2 * 512
-    assert bool(r.summary["lock_counts_exact"]), r.summary["zone_lock_formula"]
+    s = r.summary
+    assert bool(s["lock_counts_exact"]), s["zone_lock_formula"]
+    if alloc_mutex == "global":
+        assert s["failures"] == 0 and s["pages_allocated"] == 2 * 512
+    else:
+        # Unserialised, the two ranges are buddies: pages one call frees merge with the other's isolated block, and
+        # its take (outer_start) may hold them while the other tests its range: -EBUSY, as in the kernel. Whether
+        # it happens depends on timing; either way the pages are accounted for and the memory comes back.
+        assert s["pages_allocated"] == 512 * (2 - s["failures"])
+        if s["failures"]:
+            assert "EBUSY" in s["failure_reasons"], s["failure_reasons"]
 
 
 def test_partial_allocation_with_alignment():

@@ -43,8 +43,10 @@ bool Lock::try_enter(LockToken& t) {
     case LockKind::mcs: {
       t.node.next.store(nullptr, std::memory_order_relaxed);
       t.node.locked.store(1, std::memory_order_relaxed);
+      // acq_rel, as enter()'s exchange: the node becomes the tail, and a later waiter writes its next field, so
+      // the initialisation above must be released with it (TSan found the acquire-only version).
       McsNode* expected = nullptr;
-      if (!tail_.compare_exchange_strong(expected, &t.node, std::memory_order_acquire, std::memory_order_relaxed))
+      if (!tail_.compare_exchange_strong(expected, &t.node, std::memory_order_acq_rel, std::memory_order_relaxed))
         return false;
       head_.store(&t.node, std::memory_order_relaxed);
       return true;

@@ -441,7 +441,11 @@ void MemorySystem::free_unref_page(int cpu, Zone& zone, Page* page, unsigned ord
   PerCpuPages& pcp = *zone.per_cpu_pageset[cpu];
   LockToken t;
   if (__builtin_expect(pcp.lock.trylock(t), 1)) {
+    const uint64_t bulk0 = pcp.stats.bulk_frees;
     free_unref_page_commit(zone, pcp, page, migratetype, order);
+    CpuEvents& ev = events_[size_t(cpu)];
+    ev.add(ev.free_to_pcp, 1);
+    if (pcp.stats.bulk_frees != bulk0) ev.add(ev.free_pcp_bulk, pcp.stats.bulk_frees - bulk0);
     pcp.lock.unlock(t);
   } else {
     events_[size_t(cpu)].add(events_[size_t(cpu)].pcp_trylock_fail, 1);

@@ -28,6 +28,9 @@ void ContigStats::add(const ContigStats& o) {
   take_sections += o.take_sections;
   pages_taken += o.pages_taken;
   headtail_frees += o.headtail_frees;
+  headtail_to_pcp += o.headtail_to_pcp;
+  headtail_pcp_bulk += o.headtail_pcp_bulk;
+  headtail_trylock_fail += o.headtail_trylock_fail;
   pageblocks_undone += o.pageblocks_undone;
   migrate.add(o.migrate);
   isolate_ticks += o.isolate_ticks;
@@ -276,13 +279,21 @@ int alloc_contig_range(MigrateContext& mc, int cpu, uint64_t start, uint64_t end
     st.take_ticks += clock_ticks() - t1;
     goto done;
   }
-  if (start != outer_start) {
-    free_contig_range(ms, cpu, outer_start, start - outer_start);
-    st.headtail_frees += start - outer_start;
-  }
-  if (end != outer_end) {
-    free_contig_range(ms, cpu, end, outer_end - end);
-    st.headtail_frees += outer_end - end;
+  {
+    // The caller's own CPU events: written only by this thread, so the deltas are its frees' paths.
+    const CpuEvents& ev = ms.events(cpu);
+    const uint64_t pcp0 = ev.free_to_pcp.load(), bulk0 = ev.free_pcp_bulk.load(), fail0 = ev.pcp_trylock_fail.load();
+    if (start != outer_start) {
+      free_contig_range(ms, cpu, outer_start, start - outer_start);
+      st.headtail_frees += start - outer_start;
+    }
+    if (end != outer_end) {
+      free_contig_range(ms, cpu, end, outer_end - end);
+      st.headtail_frees += outer_end - end;
+    }
+    st.headtail_to_pcp += ev.free_to_pcp.load() - pcp0;
+    st.headtail_pcp_bulk += ev.free_pcp_bulk.load() - bulk0;
+    st.headtail_trylock_fail += ev.pcp_trylock_fail.load() - fail0;
   }
   st.take_ticks += clock_ticks() - t1;
 

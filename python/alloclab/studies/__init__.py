@@ -28,7 +28,9 @@ full provenance (:func:`alloclab.results.save`) plus the study's name, seed, qui
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import os
 import pkgutil
 import time
 import traceback
@@ -284,3 +286,38 @@ def format_error(exc: BaseException) -> str:
     """One study's failure as the last lines of its traceback (what ``alloclab reproduce`` prints)."""
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return "".join(lines[-3:]).rstrip()
+
+
+def load_average() -> str:
+    """The host's 1/5/15-minute load averages, for a study's notes (a loaded host widens every spread)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def failure_notes(*runs: pd.DataFrame) -> list[str]:
+    """One note when any run of the given sweep tables did not finish ok: how many, and the first error.
+
+    Args:
+        runs: sweep ``runs`` tables (with ``status`` and ``error`` columns).
+    """
+    failed = pd.concat(runs)
+    failed = failed[failed["status"] != "ok"]
+    return [f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}"] if len(failed) else []
+
+
+def experiment_args(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line every ``experiments/*.py`` script takes: ``--quick``, ``--out``, ``--repeats``,
+    ``--[no-]progress``.
+
+    Args:
+        doc: the script's docstring (its first line becomes the description).
+        argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (also ALLOCLAB_QUICK=1)")
+    parser.add_argument("--out", default="results", help="results root (default: results)")
+    parser.add_argument("--repeats", type=int, default=None, help="repeats per configuration")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    return parser.parse_args(argv)

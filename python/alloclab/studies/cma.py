@@ -16,7 +16,6 @@ cause. With more regions than host PUs a run is oversubscribed: the table says s
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +25,7 @@ from .. import plot, stats
 from ..config import sized
 from ..sweep import SweepResult, sweep
 from ..topology import Topology
-from . import StudyResult, beside
+from . import StudyResult, beside, failure_notes, load_average
 
 NAME = "cma_per_area_lock"
 TITLE = "CMA: global cma_mutex vs per-area cma->alloc_mutex, 1-4 regions (the 7/14/21 s vs 7/8/7 s table)"
@@ -102,14 +101,11 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     plots = draw(result, files, out_dir)
     notes = [
         f"model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
-        f"(the seed: 2,621,440); {size['repeats']} interleaved repeats; load average at the end: {_loadavg()}",
+        f"(the seed: 2,621,440); {size['repeats']} interleaved repeats; load average at the end: {load_average()}",
         *reading(table),
         *files_reading(files_table(files), files_regions),
     ]
-    failed = pd.concat([result.runs, files.runs])
-    failed = failed[failed["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs, files.runs)
     return StudyResult(
         table=table,
         plots=plots,
@@ -281,10 +277,3 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
                      title="per_area: one shared /dev/shm file vs one file per area")  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "files.png"))
     return paths
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"

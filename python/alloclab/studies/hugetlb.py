@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from .. import plot, stats
 from ..config import sized
 from ..sweep import SweepResult, sweep
-from . import StudyResult, beside
+from . import StudyResult, beside, failure_notes
 
 NAME = "hugetlb"
 TITLE = "hugetlb_boot: padata multiplier 1-5 on 1/2/4-node models beside the seed's table"
@@ -74,9 +74,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     host_pus = int(result.meta.get("provenance", {}).get("host_pus", 0) or os.cpu_count() or 1)
     notes = [f"{pages} folios of 2 MiB per run, {repeats} interleaved repeats; medians (IQR in the table)."]
     notes += answer(table, host_pus)
-    failed = result.runs[result.runs["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs)
     return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes)
 
 

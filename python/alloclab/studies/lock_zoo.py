@@ -17,7 +17,7 @@ from .. import plot, stats
 from .._catalogue import scenarios
 from ..config import sized
 from ..sweep import SweepResult, sweep
-from . import StudyResult, beside
+from . import StudyResult, beside, failure_notes
 
 NAME = "lock_zoo"
 TITLE = "lock kinds x threads: acquisitions/s, fairness, wait/hold (no seed patch)"
@@ -67,9 +67,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     notes = [f"{iterations} acquisitions per worker, hold {HOLD_NS} ns, {repeats} repeats (interleaved)."]
     if over:
         notes.append(f"threads {over}: oversubscribed (more workers than host PUs): spinners yield to the scheduler")
-    failed = result.runs[result.runs["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs)
     return StudyResult(table=table, plots=plots, data=result, notes=notes)
 
 

@@ -14,7 +14,6 @@ against its formula), the struct pages read under zone->lock, and lock_stat's wa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +23,7 @@ from .. import plot, stats
 from ..config import sized
 from ..sweep import SweepResult, sweep
 from ..topology import Topology
-from . import StudyResult, beside
+from . import StudyResult, beside, failure_notes, load_average
 
 NAME = "pcp_refill"
 TITLE = "pcp refill: check_pcp_refill in zone->lock vs after it vs off, orders 9 and 0, threads 1..host CPUs"
@@ -86,9 +85,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         f"order 9: {counts[9]}, order 0: {counts[0]}",
         *reading(table),
     ]
-    failed = result.runs[result.runs["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs)
     return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology})
 
 
@@ -226,7 +223,7 @@ def reading(table: pd.DataFrame) -> list[str]:
         "what cannot match: absolute nanoseconds (another CPU and memory system, a user-space MCS lock for the "
         "qspinlock, no interrupts disabled, descriptors streamed from this host's DRAM); thread counts above "
         f"{top} (this host has {top} PUs, the seed went to 24 cores); and on a small or shared VM, other "
-        f"processes' load (load average now: {_loadavg()}) widens every spread"
+        f"processes' load (load average now: {load_average()}) widens every spread"
     )
     return lines
 
@@ -263,10 +260,3 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
                           title=f"zone->lock at {top} threads, order 9: average wait vs hold")  # fmt: skip
             paths.append(plot.savefig(ax, out_dir / "zone_lock.png"))
     return paths
-
-
-def _loadavg() -> str:
-    try:
-        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"

@@ -18,7 +18,6 @@ interleaved repeats — is one line of the notes.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from .. import plot, stats
 from ..config import sized
 from ..sweep import SweepResult, sweep
 from ..topology import Topology
-from . import StudyResult
+from . import StudyResult, failure_notes, load_average
 
 NAME = "shmem_prealloc"
 TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs modern (the 20/12/10.5 s table)"
@@ -97,12 +96,10 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     notes = [
         f"host of {Topology.host().pus} PUs; {size['pages_per_thread']} pages per thread (the seed: 65,536 per "
         f"thread, 64 threads); {size['repeats']} interleaved repeats; real 4 KiB clears; load average at the end: "
-        f"{_loadavg()}",
+        f"{load_average()}",
         *reading(table),
     ]
-    failed = result.runs[result.runs["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs)
     return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"threads": threads})
 
 
@@ -254,10 +251,3 @@ def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
                      title="disjoint (the seed's test): faults/s")  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "scaling.png"))
     return paths
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from .. import plot, stats
 from ..config import sized
 from ..sweep import SweepResult, sweep
-from . import StudyResult, beside
+from . import StudyResult, beside, failure_notes
 
 NAME = "vmalloc_lock_once"
 TITLE = "vmalloc busy lock twice -> once, v6.7 vs v6.9+ vmap_nodes: ops/s and busy-lock acquisitions"
@@ -99,9 +99,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         f"{ops} operations per worker (16 KiB + guard at 16 KiB), {repeats} interleaved repeats, model {MODEL}.",
         *reading(table),
     ]
-    failed = result.runs[result.runs["status"] != "ok"]
-    if len(failed):
-        notes.append(f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}")
+    notes += failure_notes(result.runs)
     return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"model_topology": MODEL})
 
 

@@ -62,6 +62,11 @@ struct alignas(64) CpuEvents {
   std::atomic<uint64_t> pgfree{0};            // pages freed
   std::atomic<uint64_t> alloc_fail{0};        // allocations that returned nullptr
   std::atomic<uint64_t> pcp_trylock_fail{0};  // pcp_spin_trylock failures (alloc and free)
+  // How free_unref_page went: onto the pcp lists (one pcp->lock each), and the free_pcppages_bulk calls those
+  // frees triggered at the pcp's high mark (one zone->lock each). The rest took zone->lock directly (an isolated
+  // pageblock, a failed trylock).
+  std::atomic<uint64_t> free_to_pcp{0};
+  std::atomic<uint64_t> free_pcp_bulk{0};
   void add(std::atomic<uint64_t>& c, uint64_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

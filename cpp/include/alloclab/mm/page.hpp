@@ -136,6 +136,7 @@ inline bool PageBuddy_racy(const Page& p) {
 inline uint64_t flags_racy(const Page& p) {
   return std::atomic_ref<const uint64_t>(p.flags).load(std::memory_order_relaxed);
 }
+inline int page_to_nid_racy(const Page& p) { return int((flags_racy(p) >> NODES_PGSHIFT) & ((1u << NODES_WIDTH) - 1)); }
 inline uint64_t mapping_racy(const Page& p) {
   return std::atomic_ref<const uint64_t>(p.mapping).load(std::memory_order_relaxed);
 }

@@ -43,15 +43,18 @@ namespace alloclab::mm {
 // What one or more alloc_contig_range calls did. Every count is incremented where its lock is taken.
 struct ContigStats {
   uint64_t calls = 0, ok = 0, ebusy = 0, enomem = 0, eintr = 0;
-  uint64_t isolations = 0;           // ranges isolated (one drain_all_pages, one pcpu_drain_mutex each)
-  uint64_t pageblocks_isolated = 0;  // B: zone->lock each
-  uint64_t pcps_to_drain = 0;        // D: pcps of the zone holding pages when isolation began (zone->lock each)
-  uint64_t target_refills = 0;       // R: rmqueue_bulk calls of the caller's pcp while migrating (zone->lock each)
-  uint64_t test_locks = 0;           // zone->lock in test_pages_isolated (0 or 1 per call)
-  uint64_t take_sections = 0;        // T: zone->lock sections of isolate_freepages_range
-  uint64_t pages_taken = 0;          // free pages isolate_freepages_range took
-  uint64_t headtail_frees = 0;       // H: pages outside [start, end) given back (zone->lock each)
-  uint64_t pageblocks_undone = 0;    // B: zone->lock each
+  uint64_t isolations = 0;             // ranges isolated (one drain_all_pages, one pcpu_drain_mutex each)
+  uint64_t pageblocks_isolated = 0;    // B: zone->lock each
+  uint64_t pcps_to_drain = 0;          // D: pcps of the zone holding pages when isolation began (zone->lock each)
+  uint64_t target_refills = 0;         // R: rmqueue_bulk calls of the caller's pcp while migrating (zone->lock each)
+  uint64_t test_locks = 0;             // zone->lock in test_pages_isolated (0 or 1 per call)
+  uint64_t take_sections = 0;          // T: zone->lock sections of isolate_freepages_range
+  uint64_t pages_taken = 0;            // free pages isolate_freepages_range took
+  uint64_t headtail_frees = 0;         // pages outside [start, end) given back, of which
+  uint64_t headtail_to_pcp = 0;        //   went onto the caller's pcp (their pageblock no longer isolated: pcp->lock)
+  uint64_t headtail_pcp_bulk = 0;      //   free_pcppages_bulk calls those triggered (zone->lock each)
+  uint64_t headtail_trylock_fail = 0;  // went to the buddy lists after a failed pcp trylock (zone->lock each)
+  uint64_t pageblocks_undone = 0;      // B: zone->lock each
   MigrateStats migrate;
   // Time per phase, clock ticks (isolate includes the drain).
   uint64_t isolate_ticks = 0, migrate_ticks = 0, test_ticks = 0, take_ticks = 0, undo_ticks = 0;
@@ -61,10 +64,19 @@ struct ContigStats {
   // gave a target back to a pcp at its high mark).
   uint64_t zone_lock_expected() const {
     return pageblocks_isolated + pcps_to_drain + target_refills + migrate.pages_migrated + migrate.pages_already_freed +
-           test_locks + take_sections + headtail_frees + pageblocks_undone;
+           test_locks + take_sections + headtail_zone_locks() + headtail_trylock_fail + pageblocks_undone;
+  }
+  // H: zone->lock taken for the head/tail frees, leaving out failed trylocks (callers count those with every other
+  // pcp trylock failure). Into an isolated pageblock (the usual case: the range's own blocks) each page takes
+  // zone->lock; a pageblock whose isolation was already undone (another caller's range, when two ranges are buddies
+  // and neither is serialised by a mutex) sends them to the pcp instead.
+  uint64_t headtail_zone_locks() const {
+    return headtail_frees - headtail_to_pcp - headtail_trylock_fail + headtail_pcp_bulk;
   }
   uint64_t lru_lock_expected() const { return migrate.lru_isolate_sections + migrate.lru_adds + migrate.putbacks; }
-  uint64_t pcp_lock_expected() const { return migrate.targets_allocated + migrate.eagain + pcps_to_drain; }
+  uint64_t pcp_lock_expected() const {
+    return migrate.targets_allocated + migrate.eagain + pcps_to_drain + headtail_to_pcp;
+  }
 };
 
 // alloc_contig_range(start, end, migratetype, gfp_mask) run on model CPU `cpu`. Returns 0 (every page of

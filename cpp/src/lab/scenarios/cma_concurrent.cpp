@@ -28,11 +28,14 @@
 //   pcpu_drain_mutex   = one per isolated range (the drain after start_isolate_page_range)
 //   zone->lock         = sum (2B + M + 1 + T + H) + R + D + Y
 //                        (isolate + undo per pageblock, one free per migrated page, the test, the take sections,
-//                        head/tail frees; R = pcp refills for targets, D = pcp drains that found pages, Y = pcp
-//                        trylock failures that fell back to the buddy lists: 0 with one area per node)
+//                        head/tail frees into isolated blocks or via pcp bulk returns (ContigStats::
+//                        headtail_zone_locks: with buddy areas unserialised, one call's tail can land in a block the
+//                        other already un-isolated); R = pcp refills for targets, D = pcp drains that found pages, Y =
+//                        pcp trylock failures that fell back to the buddy lists: 0 with one area per node)
 //   mapping->i_pages   = one per folio_migrate_mapping (= M when nothing is pinned)
 //   lru_lock           = isolation sections (one per 32 pages of a full range) + one per migrated page
-//   pcp->lock          = targets allocated + targets given back + L - Y (L = drains that took a pcp->lock: with
+//   pcp->lock          = targets allocated + targets given back + head/tail frees onto the pcp + L - Y' (Y' = the
+//                        trylock failures of target allocations; L = drains that took a pcp->lock: with
 //                        several areas in one zone a drain may find a pcp non-empty by its racy read and empty
 //                        under the lock, so L >= D)
 // Every one of these is exact, with any number of areas per node; `lock_counts_exact` says so when lock_stat was on
@@ -305,7 +308,7 @@ class CmaConcurrent final : public Scenario {
     const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
     const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
     const uint64_t zone_expected =
-        B + c.pageblocks_undone + M + c.test_locks + c.take_sections + c.headtail_frees + R + D + Y;
+        B + c.pageblocks_undone + M + c.test_locks + c.take_sections + c.headtail_zone_locks() + R + D + Y;
     struct Check {
       const char* key;
       std::string cls;
@@ -320,8 +323,8 @@ class CmaConcurrent final : public Scenario {
         {"lru_lock", "lru_lock", c.lru_lock_expected()},
         // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
         {"pcp_lock", "pcp->lock",
-         c.migrate.targets_allocated + c.migrate.eagain + L -
-             std::min(Y, c.migrate.targets_allocated + c.migrate.eagain + L)},
+         c.migrate.targets_allocated + c.migrate.eagain + c.headtail_to_pcp + L -
+             std::min(Y - c.headtail_trylock_fail, c.migrate.targets_allocated + c.migrate.eagain + L)},
     };
     bool exact = true;
     const bool countable = env.locks.lockstat() && !r.stopped;
@@ -335,7 +338,7 @@ class CmaConcurrent final : public Scenario {
     }
     std::ostringstream f;
     f << "2B + M + tests + T + H + R + D + Y = 2x" << B << " + " << M << " + " << c.test_locks << " + "
-      << c.take_sections << " + " << c.headtail_frees << " + " << R << " + " << D << " + " << Y << " = "
+      << c.take_sections << " + " << c.headtail_zone_locks() << " + " << R << " + " << D << " + " << Y << " = "
       << zone_expected;
     s.emplace_back("zone_lock_formula", f.str());
     s.emplace_back("lock_counts_checked", countable);

@@ -106,7 +106,9 @@ class ShmemFault final : public Scenario {
       if (t.st.faults != faults) {
         ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
         ctx.add_ops();
-        ctx.record_alloc(ms_->page_to_pfn(file_->pte_page(idx)));  // the page this fault mapped
+        // The page this fault mapped; another faulter may be locking it (flags change), hence the racy nid read.
+        const Page* page = file_->pte_page(idx);
+        ctx.record_alloc(ms_->zone(page_to_nid_racy(*page)).page_to_pfn(page));
       }
     }
     ctx.end_timed();
