@@ -152,9 +152,11 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
     return true;
   };
   RunResult r;
-  {
+  try {
     py::gil_scoped_release nogil;
     r = run(scenario, given, opt);
+  } catch (const RunInterrupted&) {
+    // Ctrl-C during prepare(): the KeyboardInterrupt the poll fetched is raised below.
   }
   if (etype) {
     PyErr_Restore(etype, evalue, etb);

@@ -191,6 +191,35 @@ TEST(Runner, RunThatDoesNotFitFailsBeforeAllocating) {
   EXPECT_FALSE(sc.prepared);
 }
 
+// A set-up that never ends on its own: only its interruption points can stop it.
+class EndlessSetUp final : public Scenario {
+ public:
+  int nr_workers() const override { return 2; }
+  void prepare(const RunEnv& env) override {
+    for (;;) {
+      ++steps;
+      env.interruption_point();
+    }
+  }
+  void work(WorkerCtx&) override { worked = true; }
+  void finish(const RunEnv&, RunResult&) override {}
+  uint64_t steps = 0;
+  bool worked = false;
+};
+
+TEST(Runner, PollStopsALongPrepareAtItsInterruptionPointsBeforeAnyWorkerStarts) {
+  const int before = threads_before_run();
+  EndlessSetUp sc;
+  RunOptions opt;
+  int polls = 0;
+  opt.poll = [&] { return ++polls == 3; };
+  EXPECT_THROW(run_scenario(sc, "endless", Params(), opt), RunInterrupted);
+  EXPECT_EQ(polls, 3);
+  EXPECT_GE(sc.steps, 3u * 1024);  // polled at most once per 1024 points (and 50 ms)
+  EXPECT_FALSE(sc.worked);
+  EXPECT_EQ(threads_of_process(), before);
+}
+
 TEST(Runner, FormatBytes) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");

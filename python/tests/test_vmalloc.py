@@ -1,5 +1,9 @@
 """vmalloc_stress end to end: exact busy-lock counts in both busy-tree shapes, exhaustion, bad input."""
 
+import _thread
+import os
+import threading
+
 import pytest
 
 import alloclab as al
@@ -120,3 +124,14 @@ def test_reproduce_study_puts_the_seed_tables_beside_ours(tmp_path):
     assert {"table.csv", "published.csv", "data.csv", "lockstat.csv", "meta.json"} <= names
     assert {"once_vs_twice.png", "scaling.png", "lockstat.png"} <= names
     assert any("v6.9+" in note and "pool hits" in note for note in run.result.notes)
+
+
+def test_ctrl_c_during_a_long_set_up_raises_keyboard_interrupt_and_leaves_no_thread():
+    # 256 workers x lazy_max_pages one-page pairs of full_fit: seconds of prepare(), which polls for Ctrl-C.
+    before = len(os.listdir("/proc/self/task"))
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        al.run("vmalloc_stress", threads=256, pattern="full_fit", ops=10**9)
+    timer.join()
+    assert len(os.listdir("/proc/self/task")) == before

@@ -26,8 +26,10 @@ struct RunOptions {
   LockConfig locks;
   bool strict = false;  // a binding failure is an error instead of a recorded outcome
   uint64_t seed = 1;
-  double timeout_s = 0;        // 0: no limit; else the run is stopped after this long and says so
-  std::function<bool()> poll;  // called every ~50 ms on the calling thread; returning true stops the run
+  double timeout_s = 0;  // 0: no limit; else the run is stopped after this long and says so
+  // Called every ~50 ms on the calling thread while the workers run, and from prepare()'s interruption points;
+  // returning true stops the run (during prepare: run() throws RunInterrupted, nothing having started).
+  std::function<bool()> poll;
 };
 
 // Looks the scenario up, validates `params` against its declaration, builds it and runs it.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,31 @@
 
 namespace alloclab {
 
+// Thrown by RunEnv::interruption_point() when the run's poll asked to stop during set-up.
+struct RunInterrupted : std::runtime_error {
+  RunInterrupted() : std::runtime_error("interrupted during set-up") {}
+};
+
 struct RunEnv {
   const Machine& machine;
   LockDomain& locks;
   const std::vector<Slot>& slots;
   uint64_t seed;
   bool oversubscribed;
+  const std::function<bool()>* poll = nullptr;  // RunOptions::poll (Ctrl-C), or none
+
+  // For prepare() loops that may run for seconds (millions of set-up objects): every 50 ms or so it asks the
+  // run's poll, and throws RunInterrupted when it says stop; the runner then ends the run (nothing has started).
+  void interruption_point() const {
+    if (!poll || !*poll || ++calls_ % 1024) return;
+    const uint64_t now = clock_ticks();
+    if (now - last_poll_ < poll_ticks_) return;
+    last_poll_ = now;
+    if ((*poll)()) throw RunInterrupted();
+  }
+  // (interruption_point's state)
+  mutable uint64_t calls_ = 0, last_poll_ = 0;
+  uint64_t poll_ticks_ = ns_to_ticks(50'000'000);
 };
 
 // One step of an order-sensitive digest of addresses (WorkerCtx::record_alloc, hugetlb_boot's pool_digest).

@@ -88,7 +88,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   sc->lock_defaults(cfg);
   LockDomain locks(cfg, opt.lockstat, oversubscribed);
   locks.reset_stats(n);
-  const RunEnv env{machine, locks, slots, opt.seed, oversubscribed};
+  const RunEnv env{machine, locks, slots, opt.seed, oversubscribed, &opt.poll};
   (void)clock_calibration();  // calibrate before anything is timed
 
   check_memory(sc->memory_needed(machine));

@@ -169,12 +169,16 @@ class VmallocStress final : public Scenario {
       ws.held.init(live_ + 2);
       VmapCpu& c = space_->cpu(s.worker);  // as if on the worker's CPU: the areas go to its node's pools
       if (pattern_ == Pattern::long_busy_list) {
-        for (int i = 0; i < kLongBusyListAreas; ++i) ws.prepopulated.push_back(must_alloc(s, c, PAGE_SIZE, 1));
+        for (int i = 0; i < kLongBusyListAreas; ++i) {
+          env.interruption_point();
+          ws.prepopulated.push_back(must_alloc(s, c, PAGE_SIZE, 1));
+        }
       } else if (pattern_ == Pattern::full_fit) {
         // junk_length = fls(num_online_cpus()) * 32 MiB / PAGE_SIZE pairs; the junk half is freed.
         const unsigned long junk_length = space_->lazy_max_pages();
         std::vector<unsigned long> junk;
         for (unsigned long i = 0; i < junk_length; ++i) {
+          env.interruption_point();
           ws.prepopulated.push_back(must_alloc(s, c, PAGE_SIZE, 1));
           junk.push_back(must_alloc(s, c, PAGE_SIZE, 1));
         }
