@@ -212,10 +212,13 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Topology, std::shared_ptr<Topology>>(m, "Topology")
       .def_static("host", [] { return std::const_pointer_cast<Topology>(Topology::host()); })
-      .def_static("synthetic",
-                  [](const std::string& s) { return std::const_pointer_cast<Topology>(Topology::synthetic(s)); })
-      .def_static("from_xml",
-                  [](const std::string& p) { return std::const_pointer_cast<Topology>(Topology::from_xml(p)); })
+      // hwloc parses and builds without the GIL: other Python threads run meanwhile.
+      .def_static(
+          "synthetic", [](const std::string& s) { return std::const_pointer_cast<Topology>(Topology::synthetic(s)); },
+          py::call_guard<py::gil_scoped_release>())
+      .def_static(
+          "from_xml", [](const std::string& p) { return std::const_pointer_cast<Topology>(Topology::from_xml(p)); },
+          py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("nodes", &Topology::nr_nodes)
       .def_property_readonly("pus", &Topology::nr_pus)
       .def_property_readonly("cores", &Topology::nr_cores)

@@ -32,7 +32,8 @@ class Topology:
             description: e.g. ``"node:4 core:2 pu:1"`` (4 NUMA nodes of 2 single-threaded cores).
 
         Raises:
-            ValueError: the description is malformed or describes more than 4096 PUs.
+            ValueError: the description is malformed, or describes more than 4096 PUs (the product of its level
+                arities, typed or bare, checked before anything is built).
         """
         if not isinstance(description, str):
             raise ValueError(f"topology: expected a synthetic description string, got {description!r}")
@@ -43,11 +44,15 @@ class Topology:
         """A machine exported by ``lstopo file.xml`` on another host.
 
         Args:
-            path: the XML file.
+            path: the XML file: a regular file of at most 64 MiB (a FIFO or a device is refused, never read).
 
         Raises:
-            ValueError: the file cannot be read as an hwloc topology.
+            ValueError: the file cannot be read as an hwloc topology, or describes a machine no run can use: no PUs,
+                more than 4096 PUs or NUMA nodes (counted in the text before hwloc parses it), or a NUMA node or
+                package without PUs.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"topology: expected the path of an XML file, got {path!r}")
         return cls(_core.Topology.from_xml(os.fspath(path)))
 
     @property

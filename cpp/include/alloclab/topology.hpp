@@ -25,7 +25,10 @@ class Topology {
 
   // The machine this process runs on (loaded once per process, then shared read-only).
   static std::shared_ptr<const Topology> host();
-  // Throws std::invalid_argument("topology: ...") for a malformed description.
+  // A model machine. Both throw std::invalid_argument("topology: ...") for a malformed description or file, and for a
+  // machine no run could place workers on: no PUs, more than 4096 PUs, or a NUMA node or package without PUs. Sizes
+  // are checked before hwloc builds anything: a synthetic description's PUs are the product of its arities; an XML
+  // file must be a regular file of at most 64 MiB, whose PU and NUMANode objects are counted in its text first.
   static std::shared_ptr<const Topology> synthetic(const std::string& description);
   static std::shared_ptr<const Topology> from_xml(const std::string& path);
 
@@ -48,6 +51,8 @@ class Topology {
 
  private:
   Topology(hwloc_topology* t, Source s, std::string description);
+  // Takes `t` (destroyed on refusal), refuses what a run cannot use (see synthetic()), builds the PU -> node maps.
+  static std::shared_ptr<const Topology> build(hwloc_topology* t, Source s, const std::string& description);
   hwloc_topology* topo_;
   Source source_;
   std::string description_;

@@ -1,40 +1,107 @@
 // Topology, Machine and NodeMemory over hwloc 2 (see topology.hpp).
 #include "alloclab/topology.hpp"
 
+#include <fcntl.h>
 #include <hwloc.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
-#include <sstream>
+#include <optional>
 #include <stdexcept>
 
 namespace alloclab {
 
 namespace {
 
-constexpr long kMaxModelPus = 4096;  // a synthetic machine larger than this is a typo, not an experiment
+constexpr uint64_t kMaxModelPus = 4096;                // a model machine larger than this is a typo, not an experiment
+constexpr uint64_t kMaxXmlBytes = uint64_t(64) << 20;  // 64 MiB; lstopo's export of a 4096-PU machine is about 2 MiB
 
-// Multiplies the arities of a synthetic description ("node:4 core:2 pu:1" -> 8) without building it, so that a
-// description of a billion PUs is refused before hwloc tries to allocate them.
-long synthetic_size(const std::string& d) {
-  long total = 1;
-  std::istringstream in(d);
-  std::string tok;
-  while (in >> tok) {
-    const auto colon = tok.find(':');
-    if (colon == std::string::npos) continue;  // let hwloc reject it with its own diagnosis
-    long n = 0;
-    for (size_t i = colon + 1; i < tok.size() && std::isdigit(static_cast<unsigned char>(tok[i])); ++i) {
-      n = n * 10 + (tok[i] - '0');
-      if (n > kMaxModelPus) return kMaxModelPus + 1;
+// The PUs hwloc will build for a synthetic description, without building it: the product of the level arities, in
+// hwloc 2's grammar (topology-synthetic.c): an optional "(attributes)" for the root, then levels separated by
+// blanks, each "[type:]count[(attributes)]" (count as strtoul base 0), and "[numa...]" memory attached to the level
+// before it. Saturates at kMaxModelPus + 1. nullopt for text outside that grammar (hwloc refuses it too).
+std::optional<uint64_t> synthetic_pus(const std::string& d) {
+  size_t i = 0;
+  const auto skip_past = [&](char close) {
+    const size_t end = d.find(close, i);
+    if (end == std::string::npos) return false;
+    i = end + 1;
+    return true;
+  };
+  if (i < d.size() && d[i] == '(' && !skip_past(')')) return std::nullopt;
+  uint64_t pus = 1;
+  bool any = false;
+  for (;;) {
+    while (i < d.size() && (d[i] == ' ' || d[i] == '\n')) ++i;
+    if (i == d.size()) break;
+    if (d[i] == '[') {
+      if (!skip_past(']')) return std::nullopt;
+      continue;
     }
-    total *= n == 0 ? 1 : n;
-    if (total > kMaxModelPus) return total;
+    if (!std::isdigit(static_cast<unsigned char>(d[i])) && !skip_past(':')) return std::nullopt;
+    const char* begin = d.c_str() + i;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long arity = std::strtoull(begin, &end, 0);
+    if (end == begin || arity == 0) return std::nullopt;
+    i += size_t(end - begin);
+    if (i < d.size() && d[i] == '(' && !skip_past(')')) return std::nullopt;
+    pus =
+        errno == ERANGE || arity > kMaxModelPus ? kMaxModelPus + 1 : std::min<uint64_t>(pus * arity, kMaxModelPus + 1);
+    any = true;
   }
-  return total;
+  if (!any) return std::nullopt;
+  return pus;
+}
+
+// Occurrences of `needle` in `text` (the XML pre-count of PU and NUMANode objects).
+uint64_t count_of(const std::string& text, const std::string& needle) {
+  uint64_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// The whole of a regular file of at most kMaxXmlBytes; throws std::invalid_argument("topology: ...") for anything
+// else (a FIFO would block, /dev/zero would never end). O_NONBLOCK so that opening a FIFO does not wait for a writer.
+std::string read_xml_file(const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    return std::invalid_argument("topology: cannot load XML topology from '" + path + "' (" + why + ")");
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw refuse(std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw refuse(std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw refuse(std::string("not a regular file: a ") + (S_ISDIR(st.st_mode)    ? "directory"
+                                                          : S_ISFIFO(st.st_mode) ? "FIFO"
+                                                          : S_ISCHR(st.st_mode)  ? "character device"
+                                                          : S_ISSOCK(st.st_mode) ? "socket"
+                                                                                 : "special file"));
+  if (uint64_t(st.st_size) > kMaxXmlBytes)
+    throw refuse(std::to_string(st.st_size) + " bytes, allowed: at most " + std::to_string(kMaxXmlBytes) + ", 64 MiB");
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw refuse(std::strerror(errno));
+    if (got == 0) break;
+    text.append(buf, size_t(got));
+    if (text.size() > kMaxXmlBytes) throw refuse("grew past " + std::to_string(kMaxXmlBytes) + " bytes while read");
+  }
+  return text;
 }
 
 std::string ranges(const std::vector<int>& v) {
@@ -58,24 +125,58 @@ std::string ranges(const std::vector<int>& v) {
 Topology::Topology(hwloc_topology* t, Source s, std::string description)
     : topo_(t), source_(s), description_(std::move(description)) {
   const int npus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
-  const int nnodes = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE));
+  const int nnodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   nr_cores_ = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
-  pus_of_node_.assign(size_t(nnodes), {});
-  node_of_pu_.assign(size_t(npus), 0);
+  pus_of_node_.assign(size_t(std::max(1, nnodes)), {});
+  node_of_pu_.assign(size_t(std::max(0, npus)), 0);
+  std::vector<hwloc_const_cpuset_t> node_cpus;
+  for (int n = 0; n < nnodes; ++n)
+    node_cpus.push_back(hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, unsigned(n))->cpuset);
   for (int p = 0; p < npus; ++p) {
-    hwloc_obj_t pu = hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, unsigned(p));
-    for (int n = 0; n < hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE); ++n) {
-      hwloc_obj_t node = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, unsigned(n));
-      if (node->cpuset && hwloc_bitmap_isincluded(pu->cpuset, node->cpuset)) {
+    // The first node whose cpuset holds the PU; one bit test per node, so PUs x nodes stays cheap under the caps.
+    const int bit = hwloc_bitmap_first(hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, unsigned(p))->cpuset);
+    for (int n = 0; n < nnodes && bit >= 0; ++n)
+      if (node_cpus[size_t(n)] && hwloc_bitmap_isset(node_cpus[size_t(n)], unsigned(bit))) {
         node_of_pu_[size_t(p)] = n;
         break;
       }
-    }
     pus_of_node_[size_t(node_of_pu_[size_t(p)])].push_back(p);
   }
 }
 
 Topology::~Topology() { hwloc_topology_destroy(topo_); }
+
+std::shared_ptr<const Topology> Topology::build(hwloc_topology* t, Source s, const std::string& description) {
+  std::unique_ptr<hwloc_topology, void (*)(hwloc_topology*)> owned(t, hwloc_topology_destroy);
+  const auto refuse = [&](const std::string& why) {
+    const std::string subject = s == Source::host        ? "the host"
+                                : s == Source::synthetic ? "synthetic description '" + description + "'"
+                                                         : "XML topology '" + description + "'";
+    return std::invalid_argument("topology: " + subject + " " + why + " (allowed: 1.." + std::to_string(kMaxModelPus) +
+                                 " PUs, every NUMA node and package holding at least one)");
+  };
+  // hwloc keeps a count per level: a machine that is refused costs nothing per PU.
+  const int pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+  if (pus <= 0) throw refuse("has no PUs");
+  if (s == Source::host) return std::shared_ptr<const Topology>(new Topology(owned.release(), s, description));
+  // A model's node or package without PUs would have workers placed by a division by zero or over an empty node set.
+  // (The host is what it is: its CPU-less nodes, CXL or HBM memory, are real, and model nodes map onto them.)
+  if (uint64_t(pus) > kMaxModelPus) throw refuse("has " + std::to_string(pus) + " PUs");
+  const int nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  if (nodes > pus) throw refuse("has " + std::to_string(nodes) + " NUMA nodes for " + std::to_string(pus) + " PUs");
+  std::vector<bool> package_has_pu(size_t(std::max(0, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE))), false);
+  for (int p = 0; p < pus; ++p) {
+    const hwloc_obj_t pu = hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, unsigned(p));
+    if (const hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, pu))
+      package_has_pu[pkg->logical_index] = true;
+  }
+  for (size_t i = 0; i < package_has_pu.size(); ++i)
+    if (!package_has_pu[i]) throw refuse("has Package L#" + std::to_string(i) + " without PUs");
+  std::shared_ptr<const Topology> topo(new Topology(owned.release(), s, description));
+  for (int n = 0; n < topo->nr_nodes(); ++n)
+    if (topo->pus_of_node(n).empty()) throw refuse("has NUMANode L#" + std::to_string(n) + " without PUs");
+  return topo;
+}
 
 std::shared_ptr<const Topology> Topology::host() {
   static std::once_flag once;
@@ -84,39 +185,48 @@ std::shared_ptr<const Topology> Topology::host() {
     hwloc_topology_t t;
     if (hwloc_topology_init(&t) != 0 || hwloc_topology_load(t) != 0)
       throw std::runtime_error("topology: hwloc could not load the host topology");
-    host.reset(new Topology(t, Source::host, "host"));
+    host = build(t, Source::host, "host");
   });
   return host;
 }
 
 std::shared_ptr<const Topology> Topology::synthetic(const std::string& description) {
-  const long size = synthetic_size(description);
-  if (size > kMaxModelPus)
-    throw std::invalid_argument("topology: synthetic description '" + description + "' has " + std::to_string(size) +
-                                "+ PUs (allowed: at most " + std::to_string(kMaxModelPus) + ")");
+  const auto malformed = [&] {
+    return std::invalid_argument("topology: malformed synthetic description '" + description +
+                                 "' (expected hwloc's synthetic syntax, e.g. \"node:4 core:2 pu:1\")");
+  };
+  const std::optional<uint64_t> pus = synthetic_pus(description);
+  if (!pus) throw malformed();
+  if (*pus > kMaxModelPus)
+    throw std::invalid_argument("topology: synthetic description '" + description + "' has more than " +
+                                std::to_string(kMaxModelPus) + " PUs (allowed: 1.." + std::to_string(kMaxModelPus) +
+                                ")");
   hwloc_topology_t t;
   hwloc_topology_init(&t);
-  if (description.empty() || hwloc_topology_set_synthetic(t, description.c_str()) != 0 || hwloc_topology_load(t) != 0) {
+  if (hwloc_topology_set_synthetic(t, description.c_str()) != 0 || hwloc_topology_load(t) != 0) {
     hwloc_topology_destroy(t);
-    throw std::invalid_argument("topology: malformed synthetic description '" + description +
-                                "' (expected hwloc's synthetic syntax, e.g. \"node:4 core:2 pu:1\")");
+    throw malformed();
   }
-  return std::shared_ptr<const Topology>(new Topology(t, Source::synthetic, description));
+  return build(t, Source::synthetic, description);
 }
 
 std::shared_ptr<const Topology> Topology::from_xml(const std::string& path) {
+  const std::string text = read_xml_file(path);
+  // Counted in the text before hwloc builds anything: hwloc's own cost grows with the PUs and nodes.
+  const uint64_t pus = count_of(text, "type=\"PU\"") + count_of(text, "type='PU'");
+  const uint64_t nodes = count_of(text, "type=\"NUMANode\"") + count_of(text, "type='NUMANode'");
+  if (pus > kMaxModelPus || nodes > kMaxModelPus)
+    throw std::invalid_argument("topology: XML topology '" + path + "' has " + std::to_string(pus) + " PUs and " +
+                                std::to_string(nodes) + " NUMA nodes (allowed: at most " +
+                                std::to_string(kMaxModelPus) + " of each)");
   hwloc_topology_t t;
   hwloc_topology_init(&t);
-  if (hwloc_topology_set_xml(t, path.c_str()) != 0 || hwloc_topology_load(t) != 0) {
-    const std::string why = std::strerror(errno);
+  if (hwloc_topology_set_xmlbuffer(t, text.data(), int(text.size())) != 0 || hwloc_topology_load(t) != 0) {
     hwloc_topology_destroy(t);
-    throw std::invalid_argument("topology: cannot load XML topology from '" + path + "' (" + why + ")");
+    throw std::invalid_argument("topology: cannot load XML topology from '" + path +
+                                "' (hwloc cannot read it as a topology)");
   }
-  auto topo = std::shared_ptr<const Topology>(new Topology(t, Source::xml, path));
-  if (topo->nr_pus() > kMaxModelPus)
-    throw std::invalid_argument("topology: XML topology '" + path + "' has " + std::to_string(topo->nr_pus()) +
-                                " PUs (allowed: at most " + std::to_string(kMaxModelPus) + ")");
-  return topo;
+  return build(t, Source::xml, path);
 }
 
 int Topology::node_of_pu(int pu) const {
