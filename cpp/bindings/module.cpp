@@ -18,14 +18,37 @@ using namespace alloclab;
 
 namespace {
 
+// The kind letter of a numpy scalar or 0-d array ('b' bool, 'i'/'u' integer, 'f' float, ...), 0 for anything else.
+char numpy_kind(const py::handle& o) {
+  const py::object dtype = py::getattr(o, "dtype", py::none());
+  if (dtype.is_none() || py::getattr(o, "ndim", py::int_(1)).cast<int>() != 0) return 0;
+  const std::string kind = py::str(py::getattr(dtype, "kind", py::str("")));
+  return kind.size() == 1 ? kind[0] : 0;
+}
+
+// A parameter value as the engine's Value: Python and numpy bools, integers (anything with __index__), floats
+// (np.float32 too) and strings. The engine then checks it against the parameter's type and range.
 Value to_value(const std::string& name, const py::handle& o) {
-  if (py::isinstance<py::bool_>(o)) return o.cast<bool>();
-  if (py::isinstance<py::int_>(o) || (!py::isinstance<py::float_>(o) && py::hasattr(o, "__index__")))
-    return o.cast<int64_t>();  // Python and numpy integers
-  if (py::isinstance<py::float_>(o)) return o.cast<double>();
+  const auto unsupported = [&] {
+    return std::invalid_argument(name + ": unsupported value " + py::repr(o).cast<std::string>() +
+                                 " (expected a bool, an int, a float or a str)");
+  };
+  const char kind = numpy_kind(o);
+  if (py::isinstance<py::bool_>(o) || kind == 'b') return PyObject_IsTrue(o.ptr()) == 1;
+  if (py::isinstance<py::float_>(o) || kind == 'f') return PyFloat_AsDouble(o.ptr());
   if (py::isinstance<py::str>(o)) return o.cast<std::string>();
-  throw std::invalid_argument(name + ": unsupported value " + py::repr(o).cast<std::string>() +
-                              " (expected a bool, an int, a float or a str)");
+  if (!py::hasattr(o, "__index__")) throw unsupported();
+  const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
+  if (!index) {
+    PyErr_Clear();
+    throw unsupported();  // e.g. a numpy array of more than one element
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow)
+    throw std::invalid_argument(name + ": value out of range: " + py::str(index).cast<std::string>() +
+                                " (allowed: -9223372036854775808..9223372036854775807)");
+  return int64_t(v);
 }
 
 py::object from_value(const Value& v) {

@@ -58,6 +58,18 @@ TEST(Params, ValidationNamesParameterValueAndRange) {
               Params::resolve(specs, {{"threads", true}}, "demo");
             }),
             "threads: expected an integer, got True (allowed: 1..64)");
+  // A float out of int64_t's range is refused by name, never converted (that conversion is undefined).
+  for (const double big : {1e30, -1e30, 0x1p63})
+    EXPECT_EQ(error_of([&] {
+                Params::resolve(specs, {{"threads", big}}, "demo");
+              }).rfind("threads: value out of range: ", 0),
+              0u)
+        << big;
+  EXPECT_EQ(error_of([&] {
+              Params::resolve(specs, {{"threads", 1e30}}, "demo");
+            }),
+            "threads: value out of range: 1e+30 (allowed: 1..64)");
+  EXPECT_EQ(Params::resolve(specs, {{"threads", 64.0}}, "demo").i("threads"), 64);
   EXPECT_EQ(error_of([&] {
               Params::resolve(specs, {{"check", std::string("later")}}, "demo");
             }),

@@ -18,6 +18,7 @@ command with ``--resume`` runs only the runs DIR does not hold with status ok.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["main", "parse_assignments", "parse_value"]
+__all__ = ["console", "main", "parse_assignments", "parse_value"]
 
 _RUN_OPTION_TYPES: dict[str, type] = {
     "seed": int,
@@ -137,6 +138,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("alloclab: interrupted", file=sys.stderr)
         return 130
+
+
+def console() -> None:
+    """The ``alloclab`` console script: :func:`main` with Ctrl-C made final. The first Ctrl-C stops what runs (a sweep
+    saves its finished rows) and the exit status is 130; later ones are ignored while that finishes and the process
+    exits, so a double Ctrl-C also exits 130, never with a traceback or another status."""
+    signal.signal(signal.SIGINT, _first_interrupt_only)
+    sys.exit(main())
+
+
+def _first_interrupt_only(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 # --- commands ----------------------------------------------------------------------------------------------
@@ -376,11 +390,7 @@ def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
             topology = Topology.from_xml(topology)
         else:
             topology = Topology.synthetic(topology)
-    placement: Any = fixed.pop("placement", None) or args.placement
-    if isinstance(placement, str) and "," in placement:
-        placement = [int(p) for p in placement.split(",")]
-    elif isinstance(placement, int):
-        placement = [placement]
+    placement = _placement(fixed.pop("placement", None) or args.placement)
     return {
         "topology": topology,
         "placement": placement,
@@ -390,6 +400,19 @@ def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
         "strict": fixed.pop("strict", args.strict),
         "lockstat": fixed.pop("lockstat", True),
     }
+
+
+def _placement(text: Any) -> str | list[int]:
+    """``compact``, ``scatter``, or model PUs separated by commas (``0,2,1,3``; a single ``0`` too)."""
+    text = str(text).strip()
+    if text in ("compact", "scatter"):
+        return text
+    try:
+        return [int(p, 0) for p in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"placement: expected 'compact', 'scatter' or model PUs separated by commas (0,2,1,3), got {text!r}"
+        ) from None
 
 
 def _types(scenario: str) -> dict[str, str]:
@@ -421,4 +444,4 @@ def _indent(text: str, n: int = 3) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,51 @@ def test_run_with_a_bad_parameter_fails_with_its_name(capsys):
     assert "threads" in out.stderr and "Traceback" not in out.stderr
     assert main(["run", "lock_zoo", "threads=two"]) == 1
     assert "threads: expected an integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("placement", ["0,x", "spread", "0,,1"])
+def test_a_bad_placement_is_named(placement):
+    out = alloclab("run", "lock_zoo", "threads=2", "iterations=10", "--placement", placement)
+    assert out.returncode == 1
+    assert (
+        f"placement: expected 'compact', 'scatter' or model PUs separated by commas (0,2,1,3), got {placement!r}"
+        in (out.stderr)
+    )
+    assert "Traceback" not in out.stderr
+
+
+def test_a_single_pu_placement_works(capsys):
+    assert main(["run", "lock_zoo", "threads=1", "iterations=10", "--topology", "node:2 pu:1", "--placement", "1",
+                 "--workers"]) == 0  # fmt: skip
+    rows = capsys.readouterr().out.splitlines()
+    header = rows.index(next(r for r in rows if r.split()[:2] == ["worker", "model_pu"]))
+    assert rows[header + 1].split()[:3] == ["0", "1", "1"]  # worker 0 on model PU 1, node 1
+    assert main(["run", "lock_zoo", "threads=1", "iterations=10", "placement=0"]) == 0
+
+
+@pytest.mark.parametrize("gap_s", [0.0, 0.01, 0.1])
+def test_a_double_ctrl_c_exits_130(tmp_path, gap_s):
+    """The second Ctrl-C lands while the first is handled (the run stopping, the finished rows being saved, the
+    process exiting): the exit status is still 130 and no traceback is printed."""
+    out = tmp_path / "sweep"
+    script = Path(sys.executable).with_name("alloclab")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
+    args = ["sweep", "lock_zoo", "threads=1", "iterations=100,1000000000", "--repeats", "1", "--out", str(out)]
+    proc = subprocess.Popen([*cmd, *args, "--no-progress", "--timeout", "120"], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(6000):  # wait (up to minutes, never asserted) for the first run to be saved
+            if (out / "meta.json").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(gap_s)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
 
 
 def test_sweep_saves_a_grid(tmp_path):

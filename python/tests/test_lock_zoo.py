@@ -4,6 +4,7 @@ import _thread
 import os
 import threading
 
+import numpy as np
 import pytest
 
 import alloclab as al
@@ -94,11 +95,26 @@ def test_locks_override_sets_the_kind_and_wins_over_the_scenario_default():
         (dict(locks={"zone->lok": "mcs"}), r"^locks: unknown lock class 'zone->lok'"),
         (dict(locks={"zone->lock": "rcu"}), r"^locks\['zone->lock'\]: unknown lock kind 'rcu'"),
         (dict(seed=-1), r"^seed: -1 is negative"),
+        (dict(iterations=1e30), r"^iterations: value out of range: 1e\+30 \(allowed: 1\.\."),
+        (dict(iterations=-1e30), r"^iterations: value out of range: -1e\+30"),
+        (dict(hold_ns=np.array([1, 2])), r"^hold_ns: unsupported value array\(\[1, 2\]\)"),
+        (dict(hold_ns=np.uint64(2**64 - 1)), r"^hold_ns: value out of range: 18446744073709551615"),
     ],
 )
 def test_bad_input_names_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         al.run("lock_zoo", **{"iterations": 10, **kwargs})
+
+
+def test_numpy_values_count_as_their_python_kinds():
+    """np.bool_, np.int64, np.float32 (what a DataFrame or an array hands out) are bools, ints and floats."""
+    r = al.run("hugetlb_boot", pages=np.int64(8), parallel=np.bool_(False), hvo_ns=np.float32(2.0))
+    assert (r.params["pages"], r.params["parallel"], r.params["hvo_ns"]) == (8, False, 2)
+    assert type(r.params["parallel"]) is bool
+    r = al.run("lock_zoo", threads=np.uint8(1), iterations=np.array(10), hold_ns=np.float64(0.0))
+    assert r.summary["acquisitions"] == 10
+    with pytest.raises(ValueError, match=r"^hold_ns: expected an integer, got 2\.5"):
+        al.run("lock_zoo", iterations=10, hold_ns=np.float32(2.5))
 
 
 def test_unknown_scenario():

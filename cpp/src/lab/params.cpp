@@ -71,6 +71,7 @@ Params Params::resolve(const std::vector<ParamSpec>& specs, const std::map<std::
       case ParamSpec::Type::integer: {
         if (const auto* d = std::get_if<double>(&v)) {
           if (std::floor(*d) != *d || !std::isfinite(*d)) throw bad("expected an integer, got");
+          if (!(*d >= -0x1p63 && *d < 0x1p63)) throw bad("value out of range:");  // int64_t(*d) would be undefined
           v = int64_t(*d);
         }
         if (!std::holds_alternative<int64_t>(v)) throw bad("expected an integer, got");
