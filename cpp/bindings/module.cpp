@@ -179,7 +179,7 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
     py::gil_scoped_release nogil;
     r = run(scenario, given, opt);
   } catch (const RunInterrupted&) {
-    // Ctrl-C during prepare(): the KeyboardInterrupt the poll fetched is raised below.
+    // Ctrl-C during set-up or teardown: the KeyboardInterrupt the poll fetched is raised below.
   }
   if (etype) {
     PyErr_Restore(etype, evalue, etb);

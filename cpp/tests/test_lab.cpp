@@ -227,9 +227,60 @@ TEST(Runner, PollStopsALongPrepareAtItsInterruptionPointsBeforeAnyWorkerStarts) 
   opt.poll = [&] { return ++polls == 3; };
   EXPECT_THROW(run_scenario(sc, "endless", Params(), opt), RunInterrupted);
   EXPECT_EQ(polls, 3);
-  EXPECT_GE(sc.steps, 3u * 1024);  // polled at most once per 1024 points (and 50 ms)
+  EXPECT_GE(sc.steps, 3u * 64);  // polled at most once per 64 points (and 50 ms)
   EXPECT_FALSE(sc.worked);
   EXPECT_EQ(threads_of_process(), before);
+}
+
+TEST(Runner, TimeoutDuringSetUpReturnsAStoppedResultWithoutWorkerFigures) {
+  const int before = threads_before_run();
+  EndlessSetUp sc;
+  RunOptions opt;
+  opt.timeout_s = 0.05;
+  const RunResult r = run_scenario(sc, "endless", Params(), opt);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_reason, "timeout after 0.050000 s, during set-up (no worker ran)");
+  EXPECT_TRUE(r.workers.empty());
+  EXPECT_TRUE(r.summary.empty());
+  EXPECT_FALSE(sc.worked);
+  EXPECT_EQ(r.scenario, "endless");
+  EXPECT_FALSE(r.provenance.empty());
+  EXPECT_EQ(threads_of_process(), before);
+}
+
+// Workers that run until stopped, then a teardown that never ends on its own.
+class EndlessTeardown final : public Scenario {
+ public:
+  int nr_workers() const override { return 2; }
+  void prepare(const RunEnv&) override {}
+  void work(WorkerCtx& ctx) override {
+    while (!ctx.stopped()) std::this_thread::yield();
+  }
+  void finish(const RunEnv& env, RunResult&) override {
+    for (;;) {
+      ++steps;
+      env.interruption_point();
+    }
+  }
+  uint64_t steps = 0;
+};
+
+TEST(Runner, CtrlCWhileWorkersRunEndsTheTeardownAtItsFirstInterruptionPoint) {
+  // The poll says stop once, while the workers run; the teardown's interruption points then throw at once (the
+  // result would be thrown away), though the poll never says stop again.
+  EndlessTeardown sc;
+  RunOptions opt;
+  int polls = 0;
+  opt.poll = [&] { return ++polls == 2; };
+  EXPECT_THROW(run_scenario(sc, "endless", Params(), opt), RunInterrupted);
+  EXPECT_EQ(sc.steps, 1u);
+  // A timeout does not cut the teardown short: it is what checks the run's figures.
+  EndlessTeardown timed;
+  RunOptions t;
+  t.timeout_s = 0.01;
+  t.poll = [&] { return timed.steps > 100000; };
+  EXPECT_THROW(run_scenario(timed, "endless", Params(), t), RunInterrupted);
+  EXPECT_GT(timed.steps, 100000u);
 }
 
 TEST(Runner, FormatBytes) {

@@ -85,8 +85,10 @@ def run(
             and :func:`lock_kinds`.
         strict: make a failure to bind a worker to its CPU an error instead of a recorded ``bind_ok=False``.
         seed: seed of every random choice of the run (each worker draws its own stream from it).
-        timeout_s: stop the run after this many seconds (0: no limit); a stopped run returns normally with
-            ``stopped=True`` and ``stop_reason="timeout after ..."``, its figures covering the part that ran.
+        timeout_s: stop the run after this many seconds (0: no limit), counted from the start of its set-up; a
+            stopped run returns normally with ``stopped=True`` and ``stop_reason="timeout after ..."``, its figures
+            covering the part that ran (a stop during set-up: no worker figures, ``"..., during set-up (no worker
+            ran)"``). The checks and teardown after the workers always complete.
         **params: the scenario's parameters (unknown names or out-of-range values raise ``ValueError``).
 
     Raises:

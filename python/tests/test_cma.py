@@ -122,9 +122,12 @@ def test_more_regions_than_model_cpus_is_value_error():
 
 
 def test_a_timeout_stops_the_run_and_memory_still_comes_back():
-    # 1M pages per worker take far longer than 20 ms on any machine; finish() checks every page came back.
-    r = al.run("cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=1 << 20, timeout_s=0.02)
-    assert r.stopped and r.stop_reason.startswith("timeout")
+    # The set-up (filling 2 x 64 Ki pages) takes a fraction of the timeout; the workers then migrate each page for
+    # at least a millisecond, a minute per area: the timeout stops them, and finish() checks every page came back.
+    r = al.run(
+        "cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=1 << 16, migrate_ns=10**6, timeout_s=5.0
+    )
+    assert r.stopped and r.stop_reason == "timeout after 5.000000 s"
     assert not bool(r.summary["lock_counts_checked"])
 
 

@@ -26,9 +26,12 @@ struct RunOptions {
   LockConfig locks;
   bool strict = false;  // a binding failure is an error instead of a recorded outcome
   uint64_t seed = 1;
-  double timeout_s = 0;  // 0: no limit; else the run is stopped after this long and says so
-  // Called every ~50 ms on the calling thread while the workers run, and from prepare()'s interruption points;
-  // returning true stops the run (during prepare: run() throws RunInterrupted, nothing having started).
+  // 0: no limit; else the run is stopped this long after it began (set-up included) and says so: stopped, with the
+  // reason; a stop during set-up returns no worker figures. The checks and teardown after the run always finish.
+  double timeout_s = 0;
+  // Called every ~50 ms on the calling thread while the workers run, and from the interruption points of prepare()
+  // and finish(); returning true stops the run (from an interruption point: run() throws RunInterrupted, after
+  // every thread it started has been joined).
   std::function<bool()> poll;
 };
 

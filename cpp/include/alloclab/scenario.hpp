@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloclab/clock.hpp"
@@ -23,9 +24,13 @@
 
 namespace alloclab {
 
-// Thrown by RunEnv::interruption_point() when the run's poll asked to stop during set-up.
+// Thrown by RunEnv::interruption_point() when the run must stop during set-up or teardown: Ctrl-C (the run's poll
+// said stop) or, during set-up, its timeout. The runner ends the run: a Ctrl-C propagates (nothing is returned), a
+// timeout during set-up gives a result with stopped=True and no worker figures.
 struct RunInterrupted : std::runtime_error {
-  RunInterrupted() : std::runtime_error("interrupted during set-up") {}
+  explicit RunInterrupted(bool timed_out)
+      : std::runtime_error(timed_out ? "timeout during set-up" : "interrupted"), timed_out(timed_out) {}
+  bool timed_out;
 };
 
 struct RunEnv {
@@ -35,19 +40,41 @@ struct RunEnv {
   uint64_t seed;
   bool oversubscribed;
   const std::function<bool()>* poll = nullptr;  // RunOptions::poll (Ctrl-C), or none
+  uint64_t deadline = 0;  // clock_ticks() at which the run's timeout_s ends its set-up; 0: none (and in teardown)
+  // Ctrl-C was seen (by the runner while the workers ran, or here): every later interruption point throws, so the
+  // teardown of a run whose result is thrown away ends at once.
+  mutable bool interrupted = false;
 
-  // For prepare() loops that may run for seconds (millions of set-up objects): every 50 ms or so it asks the
-  // run's poll, and throws RunInterrupted when it says stop; the runner then ends the run (nothing has started).
+  // For the loops of prepare() and finish() that may run for seconds (millions of pages, areas or folios), cheap
+  // enough to call at every step: about every 50 ms it asks the run's poll and clock, and throws RunInterrupted when
+  // the run must stop. It acts only on the thread that runs prepare() and finish(); on a worker (model code shared
+  // with work()) it does nothing, workers stop through WorkerCtx::stopped().
   void interruption_point() const {
-    if (!poll || !*poll || ++calls_ % 1024) return;
+    if (std::this_thread::get_id() != controller_) return;
+    if (interrupted) throw RunInterrupted(false);
+    if (++calls_ % 64) return;
     const uint64_t now = clock_ticks();
     if (now - last_poll_ < poll_ticks_) return;
     last_poll_ = now;
-    if ((*poll)()) throw RunInterrupted();
+    if (deadline && now >= deadline) throw RunInterrupted(true);
+    if (poll && *poll && (*poll)()) {
+      interrupted = true;
+      throw RunInterrupted(false);
+    }
   }
+  // The same check as a callable, for model code below the lab layer (mm::InterruptionPoint). Model objects may
+  // outlive the run (a scenario is destroyed after run_scenario() returns): then the callable does nothing.
+  std::function<void()> interruption_points() const {
+    return [this, alive = alive_] {
+      if (*alive) interruption_point();
+    };
+  }
+  ~RunEnv() { *alive_ = false; }
   // (interruption_point's state)
   mutable uint64_t calls_ = 0, last_poll_ = 0;
   uint64_t poll_ticks_ = ns_to_ticks(50'000'000);
+  std::thread::id controller_ = std::this_thread::get_id();
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // One step of an order-sensitive digest of addresses (WorkerCtx::record_alloc, hugetlb_boot's pool_digest).

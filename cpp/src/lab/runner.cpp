@@ -61,6 +61,9 @@ std::string utc_now() {
   return buf;
 }
 
+void describe(RunResult& r, const std::string& name, const Params& params, const Machine& machine,
+              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const std::string& started);
+
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -88,12 +91,29 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   sc->lock_defaults(cfg);
   LockDomain locks(cfg, opt.lockstat, oversubscribed);
   locks.reset_stats(n);
-  const RunEnv env{machine, locks, slots, opt.seed, oversubscribed, &opt.poll};
   (void)clock_calibration();  // calibrate before anything is timed
+  // timeout_s counts from here: it ends the set-up (its interruption points) and then the workers.
+  const auto t_start = std::chrono::steady_clock::now();
+  RunEnv env{machine,
+             locks,
+             slots,
+             opt.seed,
+             oversubscribed,
+             &opt.poll,
+             opt.timeout_s > 0 ? clock_ticks() + ns_to_ticks(uint64_t(std::min(opt.timeout_s, 1e9) * 1e9)) : 0};
 
   check_memory(sc->memory_needed(machine));
   const std::string started = utc_now();
-  sc->prepare(env);
+  RunResult r;
+  try {
+    sc->prepare(env);
+  } catch (const RunInterrupted& e) {
+    if (!e.timed_out) throw;  // Ctrl-C: the caller raises KeyboardInterrupt; nothing has started
+    r.stopped = true;
+    r.stop_reason = "timeout after " + std::to_string(opt.timeout_s) + " s, during set-up (no worker ran)";
+    describe(r, name, params, machine, opt, cfg, n, oversubscribed, started);
+    return r;
+  }
 
   Control ctl;
   std::vector<WorkerCtx> ctxs;
@@ -151,8 +171,6 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
     ctl.cv.wait(g, [&] { return ctl.ready == n; });
   }
 
-  RunResult r;
-  const auto t_start = std::chrono::steady_clock::now();
   ctl.go.store(1);
   ctl.go.notify_all();
   for (;;) {
@@ -161,6 +179,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
     g.unlock();
     if (ctl.stop.load()) continue;  // already stopping (error): wait for the workers to notice
     if (opt.poll && opt.poll()) {
+      env.interrupted = true;  // finish()'s interruption points end the teardown
       r.stopped = true;
       r.stop_reason = "interrupted";
       ctl.stop.store(true);
@@ -174,8 +193,6 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   for (auto& t : threads) t.join();
   if (ctl.error) std::rethrow_exception(ctl.error);
 
-  r.scenario = name;
-  for (const auto& [k, v] : params.values()) r.params.emplace_back(k, v);
   for (size_t w = 0; w < rows.size(); ++w) {
     WorkerRow& row = rows[w];
     const WorkerCtx& ctx = ctxs[w];
@@ -193,7 +210,19 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   r.workers = std::move(rows);
   r.lockstat = locks.rows();
 
+  env.deadline = 0;  // the checks and teardown after the run always finish, unless Ctrl-C ends them
   sc->finish(env, r);
+  describe(r, name, params, machine, opt, cfg, n, oversubscribed, started);
+  return r;
+}
+
+namespace {
+
+// The run's parameters and provenance.
+void describe(RunResult& r, const std::string& name, const Params& params, const Machine& machine,
+              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const std::string& started) {
+  r.scenario = name;
+  for (const auto& [k, v] : params.values()) r.params.emplace_back(k, v);
 
   int bound = 0;
   for (const auto& w : r.workers) bound += w.bind_ok;
@@ -224,7 +253,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   p.emplace_back("hostname", hostname());
   p.emplace_back("started", started);
   p.emplace_back("ended", utc_now());
-  return r;
 }
+
+}  // namespace
 
 }  // namespace alloclab
