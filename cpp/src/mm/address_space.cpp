@@ -42,6 +42,7 @@ void AddressSpace::shmem_add_to_page_cache(Page* page, uint64_t pgoff, NodeLruve
 
 void AddressSpace::truncate(MemorySystem& ms, NodeLruvecs& lru, int cpu) {
   for (uint64_t pgoff = 0; pgoff < slots_.size(); ++pgoff) {
+    if (pgoff % pageblock_nr_pages == 0) ms.interruption_point();
     Page* page;
     {
       LockToken t;
@@ -61,10 +62,11 @@ void AddressSpace::truncate(MemorySystem& ms, NodeLruvecs& lru, int cpu) {
   }
 }
 
-std::vector<std::string> AddressSpace::check() const {
+std::vector<std::string> AddressSpace::check(const InterruptionPoint& interruption_point) const {
   std::vector<std::string> errors;
   uint64_t n = 0;
   for (uint64_t pgoff = 0; pgoff < slots_.size(); ++pgoff) {
+    if (pgoff % pageblock_nr_pages == 0 && interruption_point) interruption_point();
     const Page* p = slots_[pgoff];
     if (!p) continue;
     ++n;

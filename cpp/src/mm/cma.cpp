@@ -183,6 +183,7 @@ CmaAreas::CmaAreas(MemorySystem& ms, LockDomain& locks, const std::vector<CmaAre
     const uint64_t base = bases[i], end = base + areas[i].pages;
     uint64_t pfn = std::max(zone.zone_start_pfn, base & ~(MAX_ORDER_NR_PAGES - 1));
     while (pfn < end) {
+      ms.interruption_point();
       const Page* p = zone.pfn_to_page(pfn);
       if (PageBuddy(*p)) {
         pfn += uint64_t(1) << buddy_order(*p);
@@ -199,12 +200,14 @@ CmaAreas::CmaAreas(MemorySystem& ms, LockDomain& locks, const std::vector<CmaAre
     const CmaAreaSpec& a = areas[i];
     Zone& zone = ms.zone(a.nid);
     const uint64_t base = bases[i], end = base + a.pages;
-    LockToken t;
-    zone.lock_zone(t);
     long moved = 0;
-    for (uint64_t pfn = base; pfn < end; pfn += pageblock_nr_pages)
+    for (uint64_t pfn = base; pfn < end; pfn += pageblock_nr_pages) {
+      ms.interruption_point();
+      LockToken t;  // zone->lock per pageblock, as the kernel's __free_pages() of each one takes it
+      zone.lock_zone(t);
       moved += init_cma_reserved_pageblock(zone, pfn, base, end);
-    zone.unlock_zone(t);
+      zone.unlock_zone(t);
+    }
     if (uint64_t(moved) != a.pages)
       throw std::logic_error("cma_activate_area: moved " + std::to_string(moved) + " free pages of " +
                              std::to_string(a.pages));
@@ -237,6 +240,7 @@ std::vector<std::string> CmaAreas::check(bool idle) const {
                        std::to_string(avail));
     const Zone& zone = ms_.zone(c->nid);
     for (uint64_t pfn = c->base_pfn; pfn < c->base_pfn + c->count; pfn += pageblock_nr_pages) {
+      ms_.interruption_point();
       const int mt = zone.get_pfnblock_migratetype(pfn);
       if (mt != MIGRATE_CMA && (idle || mt != MIGRATE_ISOLATE)) {
         errors.push_back(at + "pageblock at pfn " + std::to_string(pfn) + " is " + migratetype_name(mt) + ", not CMA");

@@ -200,6 +200,7 @@ unsigned long Hugetlb::hugetlb_gigantic_pages_alloc_boot(hstate& h, unsigned lon
   const int nr = nodes_weight(n_memory_);
   unsigned long i = 0;
   for (; i < count && nr > 0; ++i) {
+    ms_.interruption_point();
     // alloc_bootmem_huge_page(h, NUMA_NO_NODE) -> __alloc_bootmem_huge_page: one node from the round-robin cursor;
     // memblock_alloc_try_nid_raw() itself falls back to any node.
     const int node = hstate_next_node_to_alloc(h.next_nid_to_alloc, n_memory_);
@@ -334,6 +335,7 @@ unsigned long Hugetlb::free_pool(hstate& h, int cpu) {
   unsigned long freed = 0;
   for (int nid = 0; nid < ms_.nr_nodes(); ++nid) {
     for (;;) {
+      ms_.interruption_point();
       Page* folio;
       {
         LockGuard g(hugetlb_lock_);
@@ -376,25 +378,26 @@ HugetlbCheck Hugetlb::check_pool(const hstate& h) const {
     uint32_t prev = kNoPage;
     const uint64_t max_folios = z.spanned_pages / n + 1;
     for (uint32_t i = h.hugepage_freelists[size_t(nid)].head(); i != kNoPage; prev = i, i = base[i].lru.next) {
-      const std::string at = zn + "folio at pfn " + std::to_string(z.zone_start_pfn + i) + ": ";
+      ms_.interruption_point();
+      const auto at = [&] { return zn + "folio at pfn " + std::to_string(z.zone_start_pfn + i) + ": "; };
       if (i >= z.spanned_pages || i + n > z.spanned_pages) {
-        fail(at + "outside the zone");
+        fail(at() + "outside the zone");
         break;
       }
       if (!seen.insert(i).second || seen.size() > max_folios) {
-        fail(at + "on the free list twice");
+        fail(at() + "on the free list twice");
         break;
       }
-      if (base[i].lru.prev != prev) fail(at + "broken list links");
+      if (base[i].lru.prev != prev) fail(at() + "broken list links");
       const Page* folio = base + i;
       const uint64_t pfn = z.zone_start_pfn + i;
-      if (pfn % n) fail(at + "not aligned to its order");
-      if (!PageHead(*folio)) fail(at + "not a compound head");
-      if (!folio_test_hugetlb(*folio)) fail(at + "not PG_hugetlb");
-      if (page_ref_count(*folio) != 0) fail(at + "refcount " + std::to_string(page_ref_count(*folio)) + ", not 0");
-      if (!folio_test_hpg(*folio, HPG_freed)) fail(at + "HPG_freed not set");
-      if (folio_order(folio) != h.order) fail(at + "order " + std::to_string(folio_order(folio)));
-      if (page_to_nid(*folio) != nid) fail(at + "belongs to node " + std::to_string(page_to_nid(*folio)));
+      if (pfn % n) fail(at() + "not aligned to its order");
+      if (!PageHead(*folio)) fail(at() + "not a compound head");
+      if (!folio_test_hugetlb(*folio)) fail(at() + "not PG_hugetlb");
+      if (page_ref_count(*folio) != 0) fail(at() + "refcount " + std::to_string(page_ref_count(*folio)) + ", not 0");
+      if (!folio_test_hpg(*folio, HPG_freed)) fail(at() + "HPG_freed not set");
+      if (folio_order(folio) != h.order) fail(at() + "order " + std::to_string(folio_order(folio)));
+      if (page_to_nid(*folio) != nid) fail(at() + "belongs to node " + std::to_string(page_to_nid(*folio)));
       // With HVO the kernel remaps the gigantic tails past the first 64 (never written); 2 MiB tails were all
       // written by prep_compound_page before HVO.
       const unsigned long written =
@@ -403,7 +406,7 @@ HugetlbCheck Hugetlb::check_pool(const hstate& h) const {
       for (unsigned long t = 1; t < written; ++t) {
         const Page& p = folio[t];
         if (p.compound_head != head || p.mapping != TAIL_MAPPING || page_ref_count(p) != 0) {
-          fail(at + "tail " + std::to_string(t) + " does not point to the head");
+          fail(at() + "tail " + std::to_string(t) + " does not point to the head");
           break;
         }
       }

@@ -87,8 +87,8 @@ uint64_t MemorySystem::bytes_needed(const MemoryConfig& config, int nr_cpus) {
   return b;
 }
 
-MemorySystem::MemorySystem(const Machine& machine, LockDomain& locks, MemoryConfig config)
-    : machine_(machine), locks_(locks), config_(std::move(config)) {
+MemorySystem::MemorySystem(const Machine& machine, LockDomain& locks, MemoryConfig config, InterruptionPoint stop)
+    : machine_(machine), locks_(locks), config_(std::move(config)), interruption_point_(std::move(stop)) {
   const Topology& model = machine_.model();
   nr_cpus_ = model.nr_pus();
   const int nr_nodes = model.nr_nodes();
@@ -147,6 +147,7 @@ MemorySystem::MemorySystem(const Machine& machine, LockDomain& locks, MemoryConf
     node.zone->per_cpu_pageset = node.pcps.data();
     const uint64_t links = page_links(n, ZONE_NORMAL);
     for (uint64_t i = 0; i < node.pages; ++i) {  // the rest of each descriptor is zero (fresh memory)
+      if (i % pageblock_nr_pages == 0) interruption_point();
       mem_map[i].flags = links;
       mem_map[i]._mapcount = -1;
     }
@@ -163,6 +164,7 @@ MemorySystem::MemorySystem(const Machine& machine, LockDomain& locks, MemoryConf
   for (Node& node : nodes_) {
     Zone& z = *node.zone;
     for (uint64_t i = 0; i < node.pages;) {
+      interruption_point();
       unsigned order = MAX_PAGE_ORDER;
       while (i + (uint64_t(1) << order) > node.pages) --order;
       __free_one_page(z.zone_mem_map + i, z.zone_start_pfn + i, z, order, MIGRATE_MOVABLE, FPI_TO_TAIL);
@@ -724,28 +726,31 @@ CheckReport MemorySystem::check() const {
       for (int mt = 0; mt < MIGRATE_TYPES; ++mt) {
         uint32_t prev = kNoPage;
         for (uint32_t i = z.free_area[o].free_list[mt].head(); i != kNoPage; prev = i, i = base[i].lru.next) {
-          const std::string at = zn + "pfn " + std::to_string(z.zone_start_pfn + i) + " (order " + std::to_string(o) +
-                                 ", " + migratetype_name(mt) + " list): ";
+          interruption_point();
+          const auto at = [&] {  // built only for a failure: this loop visits every free block
+            return zn + "pfn " + std::to_string(z.zone_start_pfn + i) + " (order " + std::to_string(o) + ", " +
+                   migratetype_name(mt) + " list): ";
+          };
           if (i >= z.spanned_pages || i % n || i + n > z.spanned_pages) {
-            fail(at + "block outside the zone or misaligned");
+            fail(at() + "block outside the zone or misaligned");
             break;
           }
-          if (base[i].lru.prev != prev) fail(at + "broken list links");
+          if (base[i].lru.prev != prev) fail(at() + "broken list links");
           const Page& p = base[i];
-          if (!PageBuddy(p)) fail(at + "on a free list but not PageBuddy");
-          if (buddy_order(p) != o) fail(at + "buddy order " + std::to_string(buddy_order(p)));
-          if (int(p.buddy_list_mt) != mt) fail(at + "says it is on list " + migratetype_name(int(p.buddy_list_mt)));
+          if (!PageBuddy(p)) fail(at() + "on a free list but not PageBuddy");
+          if (buddy_order(p) != o) fail(at() + "buddy order " + std::to_string(buddy_order(p)));
+          if (int(p.buddy_list_mt) != mt) fail(at() + "says it is on list " + migratetype_name(int(p.buddy_list_mt)));
           for (uint64_t k = 0; k < n; ++k) {
             if (where[i + k] != kUnseen) {
-              fail(at + "page " + std::to_string(i + k) + " is in two places");
+              fail(at() + "page " + std::to_string(i + k) + " is in two places");
               break;
             }
             where[i + k] = kFree;
             const Page& q = base[i + k];
-            if (k && PageBuddy(q)) fail(at + "tail page " + std::to_string(k) + " is PageBuddy");
+            if (k && PageBuddy(q)) fail(at() + "tail page " + std::to_string(k) + " is PageBuddy");
             if (q._refcount != 0 || q.mapping || q.memcg_data || (q.flags & PAGE_FLAGS_CHECK_AT_PREP) ||
                 (k && q._mapcount != -1))
-              fail(at + "free page " + std::to_string(k) + " of the block has refcount/mapping/memcg/flags set");
+              fail(at() + "free page " + std::to_string(k) + " of the block has refcount/mapping/memcg/flags set");
           }
           ++blocks;
           if (is_migrate_isolate(mt))
@@ -763,7 +768,7 @@ CheckReport MemorySystem::check() const {
                 const int mta = z.get_pfnblock_migratetype(pfn), mtb = z.get_pfnblock_migratetype(bpfn);
                 const bool apart = o >= pageblock_order && mta != mtb &&
                                    (!migratetype_is_mergeable(mta) || !migratetype_is_mergeable(mtb));
-                if (!apart) fail(at + "not merged with its free buddy");
+                if (!apart) fail(at() + "not merged with its free buddy");
               }
             }
           }
@@ -790,18 +795,21 @@ CheckReport MemorySystem::check() const {
         const uint64_t n = uint64_t(1) << o;
         uint32_t prev = kNoPage;
         for (uint32_t i = pcp->lists[pindex].head(); i != kNoPage; prev = i, i = base[i].lru.next) {
-          const std::string at = zn + "cpu " + std::to_string(pcp->cpu) + " pcp list " + std::to_string(pindex) +
-                                 " pfn " + std::to_string(z.zone_start_pfn + i) + ": ";
+          interruption_point();
+          const auto at = [&] {
+            return zn + "cpu " + std::to_string(pcp->cpu) + " pcp list " + std::to_string(pindex) + " pfn " +
+                   std::to_string(z.zone_start_pfn + i) + ": ";
+          };
           if (i >= z.spanned_pages || i % n || i + n > z.spanned_pages) {
-            fail(at + "block outside the zone or misaligned");
+            fail(at() + "block outside the zone or misaligned");
             break;
           }
-          if (base[i].lru.prev != prev) fail(at + "broken list links");
-          if (PageBuddy(base[i])) fail(at + "PageBuddy on a pcp list");
-          if (base[i].index >= MIGRATE_TYPES) fail(at + "bad pcp migratetype");
+          if (base[i].lru.prev != prev) fail(at() + "broken list links");
+          if (PageBuddy(base[i])) fail(at() + "PageBuddy on a pcp list");
+          if (base[i].index >= MIGRATE_TYPES) fail(at() + "bad pcp migratetype");
           for (uint64_t k = 0; k < n; ++k) {
             if (where[i + k] != kUnseen) {
-              fail(at + "page " + std::to_string(i + k) + " is in two places");
+              fail(at() + "page " + std::to_string(i + k) + " is in two places");
               break;
             }
             where[i + k] = kPcp;
@@ -816,12 +824,14 @@ CheckReport MemorySystem::check() const {
     }
     // 3. everything else is allocated, and must not look free
     uint64_t allocated = 0;
-    for (uint64_t i = 0; i < z.spanned_pages; ++i)
+    for (uint64_t i = 0; i < z.spanned_pages; ++i) {
+      if (i % pageblock_nr_pages == 0) interruption_point();
       if (where[i] == kUnseen) {
         ++allocated;
         if (PageBuddy(base[i]))
           fail(zn + "pfn " + std::to_string(z.zone_start_pfn + i) + " is PageBuddy but on no free list");
       }
+    }
     // 4. isolation and bad pages
     long isolated_blocks = 0;
     for (uint64_t b = 0; b < (z.spanned_pages >> pageblock_order); ++b)

@@ -180,6 +180,7 @@ int test_pages_isolated(MemorySystem& ms, uint64_t start_pfn, uint64_t end_pfn, 
 uint64_t free_contig_range(MemorySystem& ms, int cpu, uint64_t pfn, uint64_t nr_pages) {
   uint64_t count = 0;
   for (; nr_pages--; pfn++) {
+    if (pfn % pageblock_nr_pages == 0) ms.interruption_point();  // (cma_release in a teardown)
     Page* page = ms.pfn_to_page(pfn);
     if (!page) bad_arg("pfn: " + std::to_string(pfn) + " is outside every node");
     count += page_ref_count(*page) != 1;

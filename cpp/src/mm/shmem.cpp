@@ -111,14 +111,7 @@ ShmemFile::ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg
   pte_ = std::make_unique<std::atomic<uint64_t>[]>(cfg.nr_pages);
 }
 
-ShmemFile::~ShmemFile() {
-  if (!torn_down_) {
-    try {
-      teardown(0);
-    } catch (...) {  // a destructor must not throw; verify() and the scenario report such bugs
-    }
-  }
-}
+ShmemFile::~ShmemFile() = default;
 
 ShmemTask& ShmemFile::add_task(int cpu, int nid) {
   if (cpu < 0 || cpu >= ms_.nr_cpus())
@@ -569,30 +562,41 @@ ShmemCheck ShmemFile::verify() const {
   const bool swapbacked = cfg_.variant != ShmemVariant::ramfs;
   for (const auto& t : tasks_)
     if (t->pvec.nr) c.fail("task on cpu " + std::to_string(t->cpu) + ": pagevec not drained");
-  std::unordered_set<const Page*> pages;
+  // The pages of the cache, one bit per pfn (a set of pointers would cost more memory than the run declared).
+  uint64_t end_pfn = 0;
+  for (int n = 0; n < ms_.nr_nodes(); ++n)
+    end_pfn = std::max(end_pfn, ms_.node_start_pfn(n) + ms_.node_present_pages(n));
+  std::vector<bool> cached(end_pfn, false);
+  uint64_t pages = 0;
   mapping_.page_tree.for_each([&](uint64_t idx, void* slot) {
+    ms_.interruption_point();
     const auto* p = static_cast<const Page*>(slot);
-    const std::string at = "page cache index " + std::to_string(idx) + ": ";
-    if (!pages.insert(p).second) c.fail(at + "the same page is also at another index");
-    if (idx >= cfg_.nr_pages) c.fail(at + "beyond the end of the file");
-    if (p->index != idx) c.fail(at + "page->index is " + std::to_string(p->index));
-    if (p->mapping != mine) c.fail(at + "page->mapping is not this mapping");
-    if (PageLocked(*p)) c.fail(at + "still locked");
-    if (!PageUptodate(*p)) c.fail(at + "not uptodate");
-    if (!PageLRUAtomic(*p)) c.fail(at + "not on an LRU list");
-    if (PageSwapBacked(*p) != swapbacked) c.fail(at + "PG_swapbacked wrong for this file");
+    const auto at = [idx] { return "page cache index " + std::to_string(idx) + ": "; };
+    const uint64_t pfn = ms_.page_to_pfn(p);
+    if (pfn >= end_pfn) return c.fail(at() + "not a page of this memory");
+    if (cached[pfn]) c.fail(at() + "the same page is also at another index");
+    cached[pfn] = true;
+    ++pages;
+    if (idx >= cfg_.nr_pages) c.fail(at() + "beyond the end of the file");
+    if (p->index != idx) c.fail(at() + "page->index is " + std::to_string(p->index));
+    if (p->mapping != mine) c.fail(at() + "page->mapping is not this mapping");
+    if (PageLocked(*p)) c.fail(at() + "still locked");
+    if (!PageUptodate(*p)) c.fail(at() + "not uptodate");
+    if (!PageLRUAtomic(*p)) c.fail(at() + "not on an LRU list");
+    if (PageSwapBacked(*p) != swapbacked) c.fail(at() + "PG_swapbacked wrong for this file");
     const int mapcount = page_mapcount(*p);
     const bool pte = idx < cfg_.nr_pages && pte_page(idx) == p;
     if (mapcount != (pte ? 1 : 0))
-      c.fail(at + "mapcount " + std::to_string(mapcount) + " but " + (pte ? "one PTE" : "no PTE") + " maps it");
+      c.fail(at() + "mapcount " + std::to_string(mapcount) + " but " + (pte ? "one PTE" : "no PTE") + " maps it");
     if (page_ref_count(*p) != 1 + mapcount)
-      c.fail(at + "refcount " + std::to_string(page_ref_count(*p)) + " (expected 1 for the cache + " +
+      c.fail(at() + "refcount " + std::to_string(page_ref_count(*p)) + " (expected 1 for the cache + " +
              std::to_string(mapcount) + " for PTEs)");
   });
-  c.pages = pages.size();
+  c.pages = pages;
   if (c.pages != mapping_.nrpages())
     c.fail("nrpages " + std::to_string(mapping_.nrpages()) + " but the tree holds " + std::to_string(c.pages));
   for (uint64_t i = 0; i < cfg_.nr_pages; ++i) {
+    if (i % pageblock_nr_pages == 0) ms_.interruption_point();
     const Page* p = pte_page(i);
     if (!p) continue;
     ++c.ptes;
@@ -615,7 +619,7 @@ ShmemCheck ShmemFile::verify() const {
   std::unordered_set<const Page*> dirset(dirs.begin(), dirs.end());
   if (dirset.size() != dirs.size()) c.fail("an index page is linked twice in the swap vector");
   for (const Page* d : dirs)
-    if (pages.count(d)) c.fail("an index page is also in the page cache");
+    if (cached[ms_.page_to_pfn(d)]) c.fail("an index page is also in the page cache");
   if (mmap_sem_.readers() != 0) c.fail("mmap_sem still held for read");
   return c;
 }
@@ -625,6 +629,7 @@ void ShmemFile::teardown(int cpu) {
   lru_add_drain_all();
   // munmap: zap_pte_range drops each PTE's mapcount and reference.
   for (uint64_t i = 0; i < cfg_.nr_pages; ++i) {
+    if (i % pageblock_nr_pages == 0) ms_.interruption_point();
     auto* p = reinterpret_cast<Page*>(pte_[i].exchange(0, std::memory_order_acq_rel));
     if (!p) continue;
     std::atomic_ref<int32_t>(p->_mapcount).fetch_sub(1, std::memory_order_relaxed);  // page_remove_rmap
@@ -634,6 +639,7 @@ void ShmemFile::teardown(int cpu) {
   std::vector<Page*> pages;
   mapping_.page_tree.for_each([&](uint64_t, void* s) { pages.push_back(static_cast<Page*>(s)); });
   for (Page* p : pages) {
+    ms_.interruption_point();
     if (!trylock_page(*p)) throw std::logic_error("teardown: a page cache page is still locked");
     lru_.del_page_from_lru(p);
     mapping_.remove_from_page_cache(p);
@@ -653,6 +659,7 @@ void ShmemFile::prefault_backing(const MemorySystem& ms) {
     if (!pages) continue;
     const Zone& z = ms.zone(n);
     for (uint64_t i = 0; i < pages; ++i) {
+      if (i % pageblock_nr_pages == 0) ms.interruption_point();
       auto* a = static_cast<volatile char*>(ms.page_address(z.zone_mem_map + i));
       *a = *a;
     }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "alloclab/lock.hpp"
+#include "alloclab/mm/interruption_point.hpp"
 #include "alloclab/mm/page.hpp"
 
 namespace alloclab::mm {
@@ -48,6 +49,7 @@ class alignas(64) AddressSpace {
   void shmem_add_to_page_cache(Page* page, uint64_t pgoff, NodeLruvecs& lru);
   // shmem_truncate_range(0, EOF): every page out of the cache (xa_lock) and off the LRU (lru_lock), its mapping
   // cleared, its last reference dropped (freed on model CPU `cpu`). Call when nobody migrates this file's pages.
+  // Polls ms.interruption_point().
   void truncate(MemorySystem& ms, NodeLruvecs& lru, int cpu);
 
   // ---- xa_lock(&mapping->i_pages) held ----
@@ -56,8 +58,8 @@ class alignas(64) AddressSpace {
   void xa_store(uint64_t pgoff, Page* page) { slots_[pgoff] = page; }
 
   // Introspection (no other thread running): problems found, empty when the cache is consistent (every slot's
-  // page points back at this file and its pgoff, nrpages matches).
-  std::vector<std::string> check() const;
+  // page points back at this file and its pgoff, nrpages matches). Polls `interruption_point` as it goes.
+  std::vector<std::string> check(const InterruptionPoint& interruption_point = {}) const;
 
  private:
   std::string name_;

@@ -181,7 +181,8 @@ class Hugetlb {
 
   // ---- gigantic boot path ----
   // hugetlb_gigantic_pages_alloc_boot(h): up to `count` folios from the memblock stand-in, serially (the kernel
-  // runs it before SMP), onto huge_boot_pages[]. Returns how many it got; call it before any worker runs.
+  // runs it before SMP), onto huge_boot_pages[]. Returns how many it got; call it before any worker runs. Polls
+  // the MemorySystem's interruption_point() once per folio.
   unsigned long hugetlb_gigantic_pages_alloc_boot(hstate& h, unsigned long count, int cpu);
   const std::vector<Page*>& huge_boot_pages(int nid) const { return huge_boot_pages_.at(size_t(nid)); }
   // gather_bootmem_prealloc_node(nid): turns huge_boot_pages[nid] into hugetlb folios on the free lists.
@@ -189,7 +190,7 @@ class Hugetlb {
   void prep_and_add_bootmem_folios(hstate& h, std::vector<Page*>& folio_list, HugetlbThreadStats& st,
                                    const std::function<bool()>& stopped = {});
 
-  // ---- teardown and checks (no worker may run) ----
+  // ---- teardown and checks (no worker may run; both poll the MemorySystem's interruption_point() per folio) ----
   // Frees every folio of `h`'s free lists (and ungathered boot pages) back to the page allocator; returns the
   // folios freed. Pages may remain on `cpu`'s pcp lists: drain_all_pages() returns them to the buddy lists.
   unsigned long free_pool(hstate& h, int cpu);

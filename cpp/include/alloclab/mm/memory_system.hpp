@@ -30,6 +30,7 @@
 
 #include "alloclab/lock.hpp"
 #include "alloclab/mm/gfp.hpp"
+#include "alloclab/mm/interruption_point.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/pcp.hpp"
 #include "alloclab/mm/zone.hpp"
@@ -104,8 +105,9 @@ const char* to_string(BatchRule r);
 class MemorySystem {
  public:
   // Validates the configuration (std::invalid_argument naming node_pages, pcp_batch, ... with the value and the
-  // allowed range) and the memory it needs against what the host can give, before allocating anything.
-  MemorySystem(const Machine& machine, LockDomain& locks, MemoryConfig config);
+  // allowed range) and the memory it needs against what the host can give, before allocating anything. Polls `stop`
+  // once per pageblock while it initialises the mem_map, and keeps it for interruption_point().
+  MemorySystem(const Machine& machine, LockDomain& locks, MemoryConfig config, InterruptionPoint stop = {});
   ~MemorySystem();
   MemorySystem(const MemorySystem&) = delete;
   MemorySystem& operator=(const MemorySystem&) = delete;
@@ -153,7 +155,14 @@ class MemorySystem {
   const MemoryConfig& config() const { return config_; }
   const Machine& machine() const { return machine_; }
 
+  // The run's stop check, for loops over pages in set-up and teardown (this one's and its subsystems'): call it once
+  // per pageblock, folio or list entry. Never from a worker's path (workers stop through their stop flag).
+  void interruption_point() const {
+    if (interruption_point_) interruption_point_();
+  }
+
   // ---- introspection (call when no other thread uses the system; takes no locks, so lock_stat is unchanged) ----
+  // check() polls interruption_point() as it walks the pages.
   CheckReport check() const;
   FreeAreaState free_area_state(int nid) const;
   MemoryStats stats() const;
@@ -184,6 +193,7 @@ class MemorySystem {
   std::vector<Node> nodes_;
   std::unique_ptr<CpuEvents[]> events_;
   std::unique_ptr<Lock> pcpu_drain_mutex_;
+  InterruptionPoint interruption_point_;
 };
 
 }  // namespace alloclab::mm

@@ -175,7 +175,9 @@ class ShmemFile {
  public:
   // Throws std::invalid_argument naming nr_pages / clear_ns for values out of range.
   ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg);
-  ~ShmemFile();  // teardown(0) if not done yet
+  // Frees the file's own state only: the pages it holds stay allocated in the MemorySystem unless teardown() ran (a
+  // run stopped during its teardown is destroyed with its MemorySystem, at once).
+  ~ShmemFile();
   ShmemFile(const ShmemFile&) = delete;
   ShmemFile& operator=(const ShmemFile&) = delete;
 
@@ -192,7 +194,7 @@ class ShmemFile {
   void lru_add_drain(ShmemTask& t);
   void lru_add_drain_all();
   // The invariants of the page cache, PTEs, LRU, inode accounting and swap vector. Call with no fault running and
-  // every pagevec drained.
+  // every pagevec drained. Polls the MemorySystem's interruption_point(), as teardown() and prefault_backing() do.
   ShmemCheck verify() const;
   // munmap + final iput: zap every PTE, truncate_inode_pages (off the LRU, out of the tree, last reference freed),
   // shmem_truncate's index pages: every page goes back to the allocator (on model CPU `cpu`).

@@ -162,7 +162,7 @@ class CmaConcurrent final : public Scenario {
     uint64_t total = 0;
     for (uint64_t p : cfg.node_pages) total += p;
     try {
-      ms_ = std::make_unique<MemorySystem>(machine, env.locks, cfg);
+      ms_ = std::make_unique<MemorySystem>(machine, env.locks, cfg, env.interruption_points());
     } catch (const std::invalid_argument& e) {
       if (std::string_view(e.what()).starts_with("memory:")) throw;  // already names both figures
       throw std::invalid_argument("pages_per_region: " + std::to_string(regions_) + " areas of " +
@@ -195,6 +195,7 @@ class CmaConcurrent final : public Scenario {
       const size_t f = shared_file_ ? 0 : size_t(i);
       std::vector<Page*> elsewhere;
       while (filled_[size_t(i)] < per_area) {
+        env.interruption_point();
         Page* page = ms_->alloc_pages(cpu, area.nid, 0, GFP_HIGHUSER_MOVABLE | __GFP_THISNODE);
         if (!page) break;  // the watermarks stop dd a little short of a full area
         if (!area.contains(ms_->page_to_pfn(page))) {
@@ -346,10 +347,10 @@ class CmaConcurrent final : public Scenario {
 
     // ---- give everything back and check it all came back ----
     bool contents_ok = true;
-    if (backing_ == Backing::real) contents_ok = check_contents();
+    if (backing_ == Backing::real) contents_ok = check_contents(env);
     s.emplace_back("contents_checked", backing_ == Backing::real);
     s.emplace_back("contents_ok", contents_ok);
-    teardown();
+    teardown(env);
     if (!contents_ok) throw std::logic_error("cma_concurrent: a migrated page lost its contents");
   }
 
@@ -373,9 +374,10 @@ class CmaConcurrent final : public Scenario {
     p[0] = pattern(file, pgoff);
     p[PAGE_SIZE / 8 - 1] = ~pattern(file, pgoff);
   }
-  bool check_contents() const {
+  bool check_contents(const RunEnv& env) const {
     for (size_t f = 0; f < files_.size(); ++f)
       for (uint64_t pgoff = 0; pgoff < files_[f]->max_pages(); ++pgoff) {
+        env.interruption_point();
         const Page* page = files_[f]->xa_load(pgoff);
         if (!page) continue;
         const auto* p = static_cast<const uint64_t*>(ms_->page_address(page));
@@ -384,11 +386,11 @@ class CmaConcurrent final : public Scenario {
     return true;
   }
 
-  void teardown() {
+  void teardown(const RunEnv& env) {
     std::string problems;
     auto fail = [&](const std::string& e) { problems += "\n  " + e; };
     for (const auto& f : files_)
-      for (const auto& e : f->check()) fail(e);
+      for (const auto& e : f->check(env.interruption_points())) fail(e);
     for (const auto& e : cma_->check()) fail(e);
     for (int w = 0; w < regions_; ++w)
       if (allocated_[size_t(w)] &&

@@ -173,7 +173,7 @@ class HugetlbBoot final : public Scenario {
     baseline_.clear();
     bootmem_ = 0;
     bootmem_s_ = 0;
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg);
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
     for (int n = 0; n < ms_->nr_nodes(); ++n) baseline_.push_back(ms_->free_area_state(n));
     HugetlbConfig hc;
     hc.lock_mode = lock_mode_;
@@ -299,8 +299,10 @@ class HugetlbBoot final : public Scenario {
       for (int n = 0; n < ms_->nr_nodes(); ++n) {
         if (h.hugepage_freelists[size_t(n)].empty()) continue;  // (a node without memory has no zone)
         const Zone& z = ms_->zone(n);
-        for (uint32_t i = h.hugepage_freelists[size_t(n)].head(); i != kNoPage; i = z.zone_mem_map[i].lru.next)
+        for (uint32_t i = h.hugepage_freelists[size_t(n)].head(); i != kNoPage; i = z.zone_mem_map[i].lru.next) {
+          env.interruption_point();
           d = digest_step(d, z.zone_start_pfn + i);
+        }
       }
       return int64_t(d >> 1);
     }();

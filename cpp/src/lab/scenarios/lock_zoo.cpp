@@ -35,7 +35,10 @@ class LockZoo final : public Scenario {
   void lock_defaults(LockConfig& c) const override { c.set_default("lock_zoo", kind_); }
 
   void prepare(const RunEnv& env) override {
-    for (size_t i = 0; i < locks_n_; ++i) locks_.emplace_back(env.locks, "lock_zoo");
+    for (size_t i = 0; i < locks_n_; ++i) {
+      env.interruption_point();
+      locks_.emplace_back(env.locks, "lock_zoo");
+    }
     data_.resize(locks_n_);
   }
 

@@ -60,7 +60,7 @@ class PageAlloc final : public Scenario {
     cfg.check = check_;
     cfg.batch_rule = rule_;
     cfg.pcp_batch = pcp_batch_;
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg);
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
     // Each worker's share of its target node's memory above the high watermark.
     std::vector<int> on_node(size_t(nodes), 0);
     nid_.clear();
@@ -114,12 +114,13 @@ class PageAlloc final : public Scenario {
       free_ticks += clock_ticks() - t0;
       ++frees;
     };
+    // A stopped run's worker leaves the blocks it has not freed yet to finish().
+    const auto stopped = [&ctx] { return ctx.stopped(); };
     switch (pattern_) {
       case Pattern::bulk:
         for (uint64_t i = 0; i < blocks_[w] && !ctx.stopped(); ++i)
           if (Page* p = alloc_one()) held.push_back(p);
-        for (Page* p : held) free_one(p);
-        held.clear();
+        release_held(held, free_one, stopped);
         ctx.end_timed();
         break;
       case Pattern::repeat:
@@ -142,8 +143,8 @@ class PageAlloc final : public Scenario {
           }
         }
         ctx.end_timed();
-        for (Page* p : held) ms_->free_pages(cpu, p, order_);
-        held.clear();
+        release_held(
+            held, [&](Page* p) { ms_->free_pages(cpu, p, order_); }, stopped);
         break;
       }
     }
@@ -153,8 +154,11 @@ class PageAlloc final : public Scenario {
     ctx.metric("free_ns", frees ? ticks_to_ns(free_ticks) / double(frees) : 0.0);
   }
 
-  void finish(const RunEnv&, RunResult& r) override {
+  void finish(const RunEnv& env, RunResult& r) override {
     const MemoryStats st = ms_->stats();
+    for (size_t w = 0; w < held_.size(); ++w)
+      release_held(
+          held_[w], [&](Page* p) { ms_->free_pages(cpu_[w], p, order_); }, teardown_stop(env));
     ms_->drain_all_pages();
     const CheckReport rep = ms_->check();
     if (!rep.ok) throw std::logic_error("page_alloc: check() failed after the run: " + rep.summary());

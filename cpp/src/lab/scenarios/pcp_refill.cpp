@@ -119,12 +119,19 @@ class PcpRefill final : public Scenario {
                                   " holds; lower count or raise node_pages (0 sizes it for you)");
     }
     node_pages_used_ = pages;
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg_for(pages));
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg_for(pages), env.interruption_points());
     initial_ = ms_->free_area_state(nid_);
     held_.assign(size_t(threads_), {});
     for (auto& h : held_) h.reserve(count_);
     cpus_.clear();
     for (const Slot& s : env.slots) cpus_.push_back(s.model_pu);
+  }
+
+  // Frees worker w's blocks in the order it got them, on its CPU's pcp, until stop() says to leave the rest.
+  template <class Stop>
+  void free_held(size_t w, const Stop& stop) {
+    release_held(
+        held_[w], [&](Page* page) { ms_->free_pages(cpus_[w], page, order_); }, stop);
   }
 
   void work(WorkerCtx& ctx) override {
@@ -145,12 +152,11 @@ class PcpRefill final : public Scenario {
       ctx.add_ops();
     }
     ctx.end_timed();
-    for (Page* page : held) ms_->free_pages(cpu, page, order_);
-    held.clear();
+    free_held(size_t(ctx.slot.worker), [&ctx] { return ctx.stopped(); });  // a stopped run leaves the rest to finish
     ctx.metric("alloc_failed", double(failed));
   }
 
-  void finish(const RunEnv&, RunResult& r) override {
+  void finish(const RunEnv& env, RunResult& r) override {
     const MemoryStats st = ms_->stats();  // before the drain: exactly what the workers did
     // Per worker: its own pcp's counts.
     uint64_t allocations = 0, failed = 0;
@@ -168,7 +174,8 @@ class PcpRefill final : public Scenario {
       row.metrics.emplace_back("bulk_frees", double(ps.bulk_frees));
       row.metrics.emplace_back("pages_checked_under_lock", double(ps.pages_checked_under_lock));
     }
-    // Memory returns to its initial state.
+    // Memory returns to its initial state (the blocks of a stopped run's workers are freed here, outside lock_stat).
+    for (size_t w = 0; w < held_.size(); ++w) free_held(w, teardown_stop(env));
     ms_->drain_all_pages();
     const CheckReport rep = ms_->check();
     if (!rep.ok) throw std::logic_error("pcp_refill: check() failed after the run: " + rep.summary());

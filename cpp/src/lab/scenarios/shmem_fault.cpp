@@ -83,7 +83,7 @@ class ShmemFault final : public Scenario {
     for (const Slot& s : env.slots) on[size_t(s.model_node)]++;
     const MemoryConfig cfg = memory_config(on);
     check_memory(need_of(cfg, env.machine.model().nr_pus()));  // the actual placement's figure
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg);
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
     ShmemFile::prefault_backing(*ms_);
     ShmemConfig sc;
     sc.variant = variant_;

@@ -155,7 +155,7 @@ class VmallocStress final : public Scenario {
     cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
     if (map_pages_) {
       mm::MemoryConfig mc = mm::MemoryConfig::uniform(env.machine, node_pages_);
-      ms_ = std::make_unique<mm::MemorySystem>(env.machine, env.locks, std::move(mc));
+      ms_ = std::make_unique<mm::MemorySystem>(env.machine, env.locks, std::move(mc), env.interruption_points());
     }
     space_ = std::make_unique<VmallocSpace>(env.locks, cfg);
     for (const Slot& s : env.slots) space_->cpu(s.worker).cpu = s.model_pu;
@@ -349,10 +349,13 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   for (const Slot& slot : env.slots) {
     WorkerState& ws = workers_[size_t(slot.worker)];
     VmapCpu& c = space_->cpu(slot.worker);
-    for (; ws.held.size(); ++freed_at_teardown) free_one(slot, c, ws.held.pop_oldest());
-    for (unsigned long a : ws.prepopulated) free_one(slot, c, a);
+    for (; ws.held.size(); ++freed_at_teardown) {
+      env.interruption_point();
+      free_one(slot, c, ws.held.pop_oldest());
+    }
     freed_at_teardown += ws.prepopulated.size();
-    ws.prepopulated.clear();
+    release_held(
+        ws.prepopulated, [&](unsigned long a) { free_one(slot, c, a); }, teardown_stop(env));
   }
   const VmallocStats all = space_->stats();
   if (all.frees != all.allocs + held_from_prepare_)
