@@ -7,13 +7,14 @@
 // One VmapCpu per worker thread (not per model PU: two workers may share a model PU in an oversubscribed run, and
 // per-CPU data is only safe for one running context at a time). Counters are plain integers written by their own
 // thread and summed after the threads have been joined (no shared counters on the hot path).
-// Leaves out: the slab itself (objects come from operator new, with a small per-CPU LIFO of freed objects as the
-// slab's per-CPU cache), GFP flags, memory-pressure failure of kmem_cache_alloc.
+// The slabs are KmemCache's (kmem_cache.hpp): every context's caches live as long as its VmallocSpace.
+// Leaves out: GFP flags, memory-pressure failure of kmem_cache_alloc.
 #pragma once
 
 #include <cstdint>
 #include <new>
 
+#include "alloclab/vmalloc/kmem_cache.hpp"
 #include "alloclab/vmalloc/vmap_area.hpp"
 
 namespace alloclab::vmalloc {
@@ -60,51 +61,18 @@ struct alignas(64) VmapCpu {
   int cpu = 0;                              // raw_smp_processor_id(): the model PU
   VmapArea* ne_fit_preload_node = nullptr;  // this CPU's preloaded object for an NE split
   VmallocStats st;
-  // The slab's per-CPU object cache (a LIFO of freed vmap_area objects linked through their first word).
-  VmapArea* cache = nullptr;
-  unsigned cache_len = 0;
-
-  VmapCpu() = default;
-  VmapCpu(VmapCpu&& o) noexcept : cpu(o.cpu), ne_fit_preload_node(o.ne_fit_preload_node), st(o.st) {
-    cache = o.cache;
-    cache_len = o.cache_len;
-    o.ne_fit_preload_node = o.cache = nullptr;
-    o.cache_len = 0;
-  }
-  VmapCpu(const VmapCpu&) = delete;
-  VmapCpu& operator=(const VmapCpu&) = delete;
-  ~VmapCpu() {
-    delete ne_fit_preload_node;
-    while (cache) {
-      VmapArea* next = *reinterpret_cast<VmapArea**>(cache);
-      delete cache;
-      cache = next;
-    }
-  }
+  KmemCache<VmapArea> va_cache;  // vmap_area_cachep on this CPU
+  KmemCache<VmStruct> vm_cache;  // kzalloc()'s slab of struct vm_struct on this CPU
 };
 
-inline constexpr unsigned VA_CACHE_MAX = 256;
-
-// kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free(): from / to this CPU's object cache when possible.
+// kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free() on this CPU.
 inline VmapArea* kmem_cache_alloc_va(VmapCpu& c) {
   ++c.st.va_objs_alloc;
-  if (VmapArea* va = c.cache) {
-    c.cache = *reinterpret_cast<VmapArea**>(va);
-    --c.cache_len;
-    return new (va) VmapArea;
-  }
-  return new VmapArea;
+  return c.va_cache.alloc();
 }
 inline void kmem_cache_free_va(VmapCpu& c, VmapArea* va) {
   ++c.st.va_objs_free;
-  if (c.cache_len < VA_CACHE_MAX) {
-    va->~VmapArea();
-    *reinterpret_cast<VmapArea**>(va) = c.cache;
-    c.cache = va;
-    ++c.cache_len;
-    return;
-  }
-  delete va;
+  c.va_cache.free(va);
 }
 
 }  // namespace alloclab::vmalloc

@@ -84,9 +84,10 @@ class VmallocSpace {
   VmapArea* alloc_vmap_area(VmapCpu& c, unsigned long size, unsigned long align, unsigned long vstart,
                             unsigned long vend, unsigned long va_flags, VmStruct* vm);
   // remove_vm_area(): unlinks the busy area starting at addr and frees it lazily; returns its vm_struct (the
-  // caller frees its pages, then free_vm_struct()), or null for an address that is not a vmalloc area.
+  // caller frees its pages and their array, then free_vm_struct()), or null for an address that is not a vmalloc
+  // area.
   VmStruct* remove_vm_area(VmapCpu& c, unsigned long addr);
-  static void free_vm_struct(VmStruct* vm);  // kfree(vm) (+ its pages array)
+  void free_vm_struct(VmapCpu& c, VmStruct* vm);  // kfree(vm) on context c
   // vfree() of an area without pages: remove_vm_area() + kfree(vm). False if addr was not a vmalloc area.
   bool vfree(VmapCpu& c, unsigned long addr);
 

@@ -49,7 +49,8 @@ struct VmStruct {
   unsigned long flags = 0;
   unsigned long requested_size = 0;
   const void* caller = nullptr;
-  // __vmalloc_area_node(): the pages backing the area (null when the model maps none); freed by the caller.
+  // __vmalloc_area_node(): the pages backing the area (null when the model maps none); the caller owns the array
+  // and frees it with the pages.
   mm::Page** pages = nullptr;
   unsigned nr_pages = 0;
 };

@@ -47,6 +47,7 @@
 // deferred stack frees, KASAN, page tables (vmap_pages_range is a calibrated cost, not a walk), huge mappings.
 #include <algorithm>
 #include <memory>
+#include <memory_resource>
 #include <stdexcept>
 #include <vector>
 
@@ -102,6 +103,10 @@ class Held {
 struct alignas(64) WorkerState {
   Held held;
   std::vector<unsigned long> prepopulated;  // long_busy_list / full_fit: areas made in prepare, freed at the end
+  // map_pages: the pages arrays of this worker's areas (kvmalloc's slab for them). Only this worker allocates and
+  // frees its areas, so the pool needs no lock; it goes with the run, without visiting the arrays.
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> page_arrays =
+      std::make_unique<std::pmr::unsynchronized_pool_resource>();
 };
 
 class VmallocStress final : public Scenario {
@@ -251,8 +256,10 @@ class VmallocStress final : public Scenario {
   // __vmalloc_area_node(): the pages (vm_area_alloc_pages: bulk in batches of 100, then one at a time) and
   // vmap_pages_range() (a calibrated cost per page). On a shortage it frees what it got and the area (vfree).
   bool vmalloc_area_node(const Slot& slot, VmapCpu& c, VmStruct* vm) {
-    const unsigned nr_pages = unsigned((vm->size - PAGE_SIZE) >> PAGE_SHIFT);  // get_vm_area_size(): no guard
-    vm->pages = new mm::Page*[nr_pages]();
+    const unsigned nr_pages = pages_array_len(vm);
+    vm->pages = static_cast<mm::Page**>(
+        workers_[size_t(slot.worker)].page_arrays->allocate(nr_pages * sizeof(mm::Page*), alignof(mm::Page*)));
+    std::fill_n(vm->pages, nr_pages, nullptr);  // kvcalloc: __alloc_pages_bulk skips entries already set
     const int cpu = slot.model_pu, nid = slot.model_node;
     unsigned nr = 0;
     while (nr < nr_pages) {
@@ -278,12 +285,16 @@ class VmallocStress final : public Scenario {
   void free_one(const Slot& slot, VmapCpu& c, unsigned long addr) {
     VmStruct* vm = space_->remove_vm_area(c, addr);
     if (!vm) throw std::logic_error("vmalloc_stress: vfree of a held area found no area");
-    if (vm->nr_pages) {
+    if (vm->pages) {
       spin_for_ticks(map_ticks_per_page_ * vm->nr_pages);  // vunmap_range_noflush()
       for (unsigned i = 0; i < vm->nr_pages; ++i) ms_->free_pages(slot.model_pu, vm->pages[i], 0);
+      workers_[size_t(slot.worker)].page_arrays->deallocate(vm->pages, pages_array_len(vm) * sizeof(mm::Page*),
+                                                            alignof(mm::Page*));
     }
-    VmallocSpace::free_vm_struct(vm);
+    space_->free_vm_struct(c, vm);
   }
+  // The pages of an area: get_vm_area_size(), its size without the guard page.
+  static unsigned pages_array_len(const VmStruct* vm) { return unsigned((vm->size - PAGE_SIZE) >> PAGE_SHIFT); }
 
   int threads_;
   uint64_t ops_;

@@ -77,24 +77,8 @@ VmallocSpace::VmallocSpace(LockDomain& locks, const VmallocConfig& cfg)
   insert_vmap_area_augment(c, va, nullptr, free_);
 }
 
-VmallocSpace::~VmallocSpace() {
-  auto drop_list = [](ListHead* head, bool busy) {
-    for (ListHead *p = head->next, *n = p->next; p != head; p = n, n = p->next) {
-      VmapArea* va = va_of_list(p);
-      if (busy && va->vm) free_vm_struct(va->vm);
-      delete va;
-    }
-    INIT_LIST_HEAD(head);
-  };
-  drop_list(&free_.head, false);
-  for (auto& vn : nodes_) {
-    drop_list(&vn->busy.head, true);
-    drop_list(&vn->lazy.head, false);
-    drop_list(&vn->purge_list, false);
-    for (auto& vp : vn->pool) drop_list(&vp.head, false);
-  }
-  // The per-CPU preloaded objects and object caches go with cpus_ (~VmapCpu).
-}
+// Every vmap_area and vm_struct lives in the contexts' slabs, which go with cpus_: nothing is visited.
+VmallocSpace::~VmallocSpace() = default;
 
 std::string_view VmallocSpace::busy_lock_class() const { return v67_shape() ? "vmap_area_lock" : "vn->busy.lock"; }
 std::string_view VmallocSpace::lazy_lock_class() const {
@@ -110,7 +94,7 @@ VmStruct* VmallocSpace::get_vm_area(VmapCpu& c, unsigned long size, unsigned lon
   size = PAGE_ALIGN(size);  // ALIGN(size, 1ul << shift) with shift = PAGE_SHIFT
   if (size == 0 || size > cfg_.vend - cfg_.vstart)
     throw std::invalid_argument("size: " + std::to_string(requested_size) + " bytes do not fit the vmalloc range");
-  VmStruct* area = new VmStruct;  // kzalloc_node()
+  VmStruct* area = c.vm_cache.alloc();  // kzalloc_node()
   if (!(flags & VM_NO_GUARD)) size += PAGE_SIZE;
 
   VmapArea* va;
@@ -125,7 +109,7 @@ VmStruct* VmallocSpace::get_vm_area(VmapCpu& c, unsigned long size, unsigned lon
     va = alloc_vmap_area(c, size, align, cfg_.vstart, cfg_.vend, 0, nullptr);
   }
   if (!va) {
-    delete area;
+    c.vm_cache.free(area);
     return nullptr;
   }
   if (!cfg_.busy_lock_once) {
@@ -239,15 +223,12 @@ VmStruct* VmallocSpace::remove_vm_area(VmapCpu& c, unsigned long addr) {
   return vm;
 }
 
-void VmallocSpace::free_vm_struct(VmStruct* vm) {
-  delete[] vm->pages;
-  delete vm;
-}
+void VmallocSpace::free_vm_struct(VmapCpu& c, VmStruct* vm) { c.vm_cache.free(vm); }
 
 bool VmallocSpace::vfree(VmapCpu& c, unsigned long addr) {
   VmStruct* vm = remove_vm_area(c, addr);
   if (!vm) return false;
-  free_vm_struct(vm);
+  free_vm_struct(c, vm);
   return true;
 }
 
