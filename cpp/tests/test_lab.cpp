@@ -198,7 +198,11 @@ class Greedy final : public Scenario {
 TEST(Runner, RunThatDoesNotFitFailsBeforeAllocating) {
   Greedy sc;
   const std::string msg = error_of([&] { run_scenario(sc, "greedy", Params(), RunOptions()); });
-  EXPECT_EQ(msg.rfind("memory: this run needs 1073741824.0 GiB (mem_map 1.0 EiB) but only ", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("memory: this run needs 1073741824.0 GiB (mem_map 1.0 EiB + the workers' stacks and contexts "
+                      "64.0 KiB) but only ",
+                      0),
+            0u)
+      << msg;
   EXPECT_NE(msg.find(format_bytes(memory_available())), std::string::npos) << msg;
   EXPECT_FALSE(sc.prepared);
 }

@@ -62,7 +62,8 @@ std::string utc_now() {
 }
 
 void describe(RunResult& r, const std::string& name, const Params& params, const Machine& machine,
-              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const std::string& started);
+              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const MemoryNeed& need,
+              const std::string& started);
 
 std::string hostname() {
   char buf[256] = {};
@@ -102,7 +103,9 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
              &opt.poll,
              opt.timeout_s > 0 ? clock_ticks() + ns_to_ticks(uint64_t(std::min(opt.timeout_s, 1e9) * 1e9)) : 0};
 
-  check_memory(sc->memory_needed(machine));
+  MemoryNeed need = sc->memory_needed(machine);
+  need.threads = n;  // each worker's stack must fit the address space too (ulimit -v)
+  check_memory(need);
   const std::string started = utc_now();
   RunResult r;
   try {
@@ -111,7 +114,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
     if (!e.timed_out) throw;  // Ctrl-C: the caller raises KeyboardInterrupt; nothing has started
     r.stopped = true;
     r.stop_reason = "timeout after " + std::to_string(opt.timeout_s) + " s, during set-up (no worker ran)";
-    describe(r, name, params, machine, opt, cfg, n, oversubscribed, started);
+    describe(r, name, params, machine, opt, cfg, n, oversubscribed, need, started);
     return r;
   }
 
@@ -212,7 +215,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
 
   env.deadline = 0;  // the checks and teardown after the run always finish, unless Ctrl-C ends them
   sc->finish(env, r);
-  describe(r, name, params, machine, opt, cfg, n, oversubscribed, started);
+  describe(r, name, params, machine, opt, cfg, n, oversubscribed, need, started);
   return r;
 }
 
@@ -220,7 +223,8 @@ namespace {
 
 // The run's parameters and provenance.
 void describe(RunResult& r, const std::string& name, const Params& params, const Machine& machine,
-              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const std::string& started) {
+              const RunOptions& opt, const LockConfig& cfg, int n, bool oversubscribed, const MemoryNeed& need,
+              const std::string& started) {
   r.scenario = name;
   for (const auto& [k, v] : params.values()) r.params.emplace_back(k, v);
 
@@ -241,6 +245,7 @@ void describe(RunResult& r, const std::string& name, const Params& params, const
   p.emplace_back("placement", to_string(opt.placement.policy));
   p.emplace_back("workers", int64_t(n));
   p.emplace_back("workers_bound", int64_t(bound));
+  p.emplace_back("memory_needed", int64_t(need.bytes));  // what the run declared, checked before it allocated
   p.emplace_back("oversubscribed", oversubscribed);
   p.emplace_back("lockstat", opt.lockstat);
   std::string kinds;

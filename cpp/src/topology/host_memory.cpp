@@ -180,8 +180,8 @@ void check_memory(const MemoryNeed& need) {
   };
   if (need.bytes + resident > lim.available)
     throw refuse(need.bytes + resident,
-                 need.threads ? need.detail + (need.detail.empty() ? "" : " + ") + std::to_string(need.threads) +
-                                    " workers " + format_bytes(resident)
+                 need.threads ? need.detail + (need.detail.empty() ? "" : " + ") + "the workers' stacks and contexts " +
+                                    format_bytes(resident)
                               : need.detail,
                  lim.available, lim.available_bound);
   // (glibc's per-thread malloc arenas need not fit: when one cannot be mapped, the thread shares another.)
