@@ -66,6 +66,7 @@ class VmallocSpace {
   unsigned nr_vmap_nodes() const { return nr_vmap_nodes_; }
   bool v67_shape() const { return nr_vmap_nodes_ == 1; }
   unsigned long lazy_max_pages() const { return lazy_max_pages_; }
+  static unsigned long lazy_max_pages_of(const VmallocConfig& cfg);  // what lazy_max_pages() will be
   // "vmap_area_lock" (v6.7 shape) or "vn->busy.lock" (v6.9+).
   std::string_view busy_lock_class() const;
   std::string_view lazy_lock_class() const;

@@ -130,35 +130,23 @@ class CmaConcurrent final : public Scenario {
     return slots;
   }
 
+  // Every node's frames (the areas and room for their migration targets), the shmem files' page-cache slots, and
+  // each worker's list of isolated free chunks (isolate_freepages_range: up to one per page, in a growing vector).
+  MemoryNeed memory_needed(const Machine& m) const override {
+    const MemoryConfig cfg = memory_config(m);
+    const uint64_t mem = MemorySystem::bytes_needed(cfg, m.model().nr_pus());
+    const uint64_t lists =
+        uint64_t(regions_) * (fill_pages() * sizeof(Page*) + alloc_pages_ * 2 * sizeof(std::pair<Page*, unsigned>));
+    uint64_t frames = 0;
+    for (uint64_t p : cfg.node_pages) frames += p;
+    return {mem + lists, std::to_string(frames) + " frames " + format_bytes(mem) +
+                             " + page-cache slots and isolation lists " + format_bytes(lists)};
+  }
+
   void prepare(const RunEnv& env) override {
     const Machine& machine = env.machine;
     const int nodes = machine.model().nr_nodes();
-    // ---- size every node: its areas + room for the migration targets ----
-    std::vector<uint64_t> areas_on(size_t(nodes), 0);
-    for (int i = 0; i < regions_; ++i) ++areas_on[size_t(i % nodes)];
-    MemoryConfig cfg;
-    cfg.backing = backing_;
-    cfg.node_pages.assign(size_t(nodes), 0);
-    for (int n = 0; n < nodes; ++n)
-      if (areas_on[size_t(n)])
-        cfg.node_pages[size_t(n)] = round_up(areas_on[size_t(n)] * (pages_ + alloc_pages_), MAX_ORDER_NR_PAGES);
-    const int nr_pus = machine.model().nr_pus();
-    for (int iter = 0; iter < 8; ++iter) {  // watermarks and pcp sizes depend on the node sizes: iterate to a fit
-      bool changed = false;
-      for (int n = 0; n < nodes; ++n) {
-        if (!areas_on[size_t(n)]) continue;
-        const auto w = MemorySystem::watermarks(cfg, n);
-        const uint64_t pcp_slack = uint64_t(nr_pus) * 2 * uint64_t(zone_batchsize(cfg.node_pages[size_t(n)]));
-        const uint64_t need = round_up(areas_on[size_t(n)] * (pages_ + alloc_pages_) + w[WMARK_HIGH] + w[WMARK_LOW] +
-                                           pcp_slack + MAX_ORDER_NR_PAGES,
-                                       MAX_ORDER_NR_PAGES);
-        if (need > cfg.node_pages[size_t(n)]) {
-          cfg.node_pages[size_t(n)] = need;
-          changed = true;
-        }
-      }
-      if (!changed) break;
-    }
+    const MemoryConfig cfg = memory_config(machine);
     uint64_t total = 0;
     for (uint64_t p : cfg.node_pages) total += p;
     try {
@@ -180,7 +168,7 @@ class CmaConcurrent final : public Scenario {
     lru_ = std::make_unique<NodeLruvecs>(*ms_, env.locks);
     mc_ = std::make_unique<MigrateContext>(*ms_, *lru_, copy_ns_, migrate_ns_);
     // ---- fill: dd to /dev/shm ----
-    const uint64_t per_area = uint64_t(std::llround(fill_ * double(pages_)));
+    const uint64_t per_area = fill_pages();
     files_.clear();
     if (shared_file_)
       files_.push_back(std::make_unique<AddressSpace>(env.locks, "shm0", per_area * uint64_t(regions_)));
@@ -355,6 +343,40 @@ class CmaConcurrent final : public Scenario {
   }
 
  private:
+  // Every node sized for its areas + room for the migration targets (every page that may be migrated, plus the
+  // watermarks and pcp lists, which depend on the node sizes: iterated to a fit).
+  MemoryConfig memory_config(const Machine& machine) const {
+    const int nodes = machine.model().nr_nodes();
+    std::vector<uint64_t> areas_on(size_t(nodes), 0);
+    for (int i = 0; i < regions_; ++i) ++areas_on[size_t(i % nodes)];
+    MemoryConfig cfg;
+    cfg.backing = backing_;
+    cfg.node_pages.assign(size_t(nodes), 0);
+    for (int n = 0; n < nodes; ++n)
+      if (areas_on[size_t(n)])
+        cfg.node_pages[size_t(n)] = round_up(areas_on[size_t(n)] * (pages_ + alloc_pages_), MAX_ORDER_NR_PAGES);
+    const int nr_pus = machine.model().nr_pus();
+    for (int iter = 0; iter < 8; ++iter) {
+      bool changed = false;
+      for (int n = 0; n < nodes; ++n) {
+        if (!areas_on[size_t(n)]) continue;
+        const auto w = MemorySystem::watermarks(cfg, n);
+        const uint64_t pcp_slack = uint64_t(nr_pus) * 2 * uint64_t(zone_batchsize(cfg.node_pages[size_t(n)]));
+        const uint64_t need = round_up(areas_on[size_t(n)] * (pages_ + alloc_pages_) + w[WMARK_HIGH] + w[WMARK_LOW] +
+                                           pcp_slack + MAX_ORDER_NR_PAGES,
+                                       MAX_ORDER_NR_PAGES);
+        if (need > cfg.node_pages[size_t(n)]) {
+          cfg.node_pages[size_t(n)] = need;
+          changed = true;
+        }
+      }
+      if (!changed) break;
+    }
+    return cfg;
+  }
+  // Pages of shmem page cache each area is filled with (dd).
+  uint64_t fill_pages() const { return uint64_t(std::llround(fill_ * double(pages_))); }
+
   struct Counters {
     uint64_t refills = 0, drain_locks = 0, drains = 0, trylock_fail = 0;
   };

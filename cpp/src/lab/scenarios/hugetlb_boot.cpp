@@ -150,15 +150,16 @@ class HugetlbBoot final : public Scenario {
     return slots_;
   }
 
-  // mem_map, pageblock bitmaps, zones and pcps of every node (no page contents: backing none). After place().
+  // mem_map, pageblock bitmaps, zones and pcps of every node (no page contents: backing none), and the folio lists
+  // (the workers' and the gigantic path's huge_boot_pages). After place().
   MemoryNeed memory_needed(const Machine& m) const override {
     MemoryConfig cfg;
     cfg.node_pages = node_pages();
     uint64_t frames = 0;
     for (uint64_t p : cfg.node_pages) frames += p;
-    return {
-        MemorySystem::bytes_needed(cfg, m.model().nr_pus()),
-        "mem_map of " + std::to_string(frames) + " pages (" + std::to_string(frames >> 8) + " MiB of model memory)"};
+    return {MemorySystem::bytes_needed(cfg, m.model().nr_pus()) + 2 * pages_ * sizeof(Page*),
+            "mem_map of " + std::to_string(frames) + " pages (" + std::to_string(frames >> 8) +
+                " MiB of model memory) and the folio lists"};
   }
 
   void prepare(const RunEnv& env) override {

@@ -51,16 +51,21 @@ class PageAlloc final : public Scenario {
 
   int nr_workers() const override { return threads_; }
 
+  // Every node's frames, and the workers' arrays of blocks: at most `share` of every node's pages.
+  MemoryNeed memory_needed(const Machine& m) const override {
+    const MemoryConfig cfg = memory_config(m);
+    const uint64_t mem = MemorySystem::bytes_needed(cfg, m.model().nr_pus());
+    const uint64_t held =
+        pattern_ == Pattern::repeat
+            ? 0
+            : uint64_t(share_ * double(node_pages_)) * uint64_t(m.model().nr_nodes()) * sizeof(Page*) >> order_;
+    return {mem + held, std::to_string(m.model().nr_nodes()) + " node(s) of " + std::to_string(node_pages_) +
+                            " pages " + format_bytes(mem) + " + the workers' block arrays " + format_bytes(held)};
+  }
+
   void prepare(const RunEnv& env) override {
     const int nodes = env.machine.model().nr_nodes();
-    if (node_ >= nodes)
-      throw std::invalid_argument("node: " + std::to_string(node_) + " is out of range (allowed: -1 (local) or 0.." +
-                                  std::to_string(nodes - 1) + ")");
-    MemoryConfig cfg = MemoryConfig::uniform(env.machine, node_pages_);
-    cfg.check = check_;
-    cfg.batch_rule = rule_;
-    cfg.pcp_batch = pcp_batch_;
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, memory_config(env.machine), env.interruption_points());
     // Each worker's share of its target node's memory above the high watermark.
     std::vector<int> on_node(size_t(nodes), 0);
     nid_.clear();
@@ -210,6 +215,19 @@ class PageAlloc final : public Scenario {
   }
 
  private:
+  // node_pages on every model node; throws std::invalid_argument naming node for a node the model does not have.
+  MemoryConfig memory_config(const Machine& m) const {
+    const int nodes = m.model().nr_nodes();
+    if (node_ >= nodes)
+      throw std::invalid_argument("node: " + std::to_string(node_) + " is out of range (allowed: -1 (local) or 0.." +
+                                  std::to_string(nodes - 1) + ")");
+    MemoryConfig cfg = MemoryConfig::uniform(m, node_pages_);
+    cfg.check = check_;
+    cfg.batch_rule = rule_;
+    cfg.pcp_batch = pcp_batch_;
+    return cfg;
+  }
+
   std::vector<const Zone*> zones() const {
     std::vector<const Zone*> v;
     for (int n = 0; n < ms_->nr_nodes(); ++n)

@@ -77,49 +77,19 @@ class PcpRefill final : public Scenario {
     return slots;
   }
 
+  // The node's frames (its mem_map and pcps) and every worker's array of blocks.
+  MemoryNeed memory_needed(const Machine& m) const override {
+    const MemoryConfig cfg = memory_config(m);
+    const uint64_t mem = MemorySystem::bytes_needed(cfg, m.model().nr_pus());
+    const uint64_t held = uint64_t(threads_) * count_ * sizeof(Page*);
+    return {mem + held, "node of " + std::to_string(cfg.node_pages[size_t(nid_)]) + " pages " + format_bytes(mem) +
+                            " + the workers' block arrays " + format_bytes(held)};
+  }
+
   void prepare(const RunEnv& env) override {
-    const int nodes = env.machine.model().nr_nodes();
-    if (nid_ >= nodes)
-      throw std::invalid_argument("node: " + std::to_string(nid_) + " is out of range (allowed: 0.." +
-                                  std::to_string(nodes - 1) + " for this model topology)");
-    // Size the node: every worker's blocks, plus what its pcp can hold at most, must fit above the high watermark
-    // (so no allocation meets a watermark and v6.7 never sees ZONE_BELOW_HIGH).
-    const uint64_t need = uint64_t(threads_) * (count_ << order_);
-    auto cfg_for = [&](uint64_t pages) {
-      MemoryConfig c;
-      c.node_pages.assign(size_t(nodes), 0);
-      c.node_pages[size_t(nid_)] = pages;
-      c.batch_rule = rule_;
-      c.check = check_;
-      c.pcp_batch = pcp_batch_;
-      return c;
-    };
-    auto slack = [&](uint64_t pages) {  // pcp pages held beyond the worker's own blocks, all workers
-      const int batch = pcp_batch_ ? pcp_batch_ : std::max(1, zone_batchsize(pages));
-      const uint64_t per = rule_ == BatchRule::v6_7 && order_ == 0
-                               ? uint64_t(batch) << CONFIG_PCP_BATCH_SCALE_MAX
-                               : uint64_t(std::max(batch > 1 ? batch >> order_ : batch, 2)) << order_;
-      return uint64_t(threads_) * (per + (uint64_t(1) << order_));
-    };
-    auto fits = [&](uint64_t pages) {
-      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
-      return pages > w[WMARK_HIGH] + need + slack(pages) + MAX_ORDER_NR_PAGES;
-    };
-    uint64_t pages = node_pages_;
-    if (pages == 0) {
-      pages = std::max<uint64_t>(uint64_t(1) << 18, (need + MAX_ORDER_NR_PAGES - 1) & ~(MAX_ORDER_NR_PAGES - 1));
-      while (!fits(pages)) pages += std::max<uint64_t>(pages / 16, MAX_ORDER_NR_PAGES) & ~(MAX_ORDER_NR_PAGES - 1);
-    } else if (!fits(pages)) {
-      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
-      throw std::invalid_argument("count: " + std::to_string(threads_) + " threads x " + std::to_string(count_) +
-                                  " blocks of order " + std::to_string(order_) + " need " + std::to_string(need) +
-                                  " pages plus " + std::to_string(slack(pages)) +
-                                  " for the pcp lists above the high watermark (" + std::to_string(w[WMARK_HIGH]) +
-                                  " pages), more than node_pages=" + std::to_string(pages) +
-                                  " holds; lower count or raise node_pages (0 sizes it for you)");
-    }
-    node_pages_used_ = pages;
-    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg_for(pages), env.interruption_points());
+    const MemoryConfig cfg = memory_config(env.machine);
+    node_pages_used_ = cfg.node_pages[size_t(nid_)];
+    ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
     initial_ = ms_->free_area_state(nid_);
     held_.assign(size_t(threads_), {});
     for (auto& h : held_) h.reserve(count_);
@@ -264,6 +234,51 @@ class PcpRefill final : public Scenario {
   }
 
  private:
+  // Node `node` sized (node_pages=0) or checked: every worker's blocks, plus what its pcp can hold at most, must fit
+  // above the high watermark (so no allocation meets a watermark and v6.7 never sees ZONE_BELOW_HIGH). Throws
+  // std::invalid_argument naming node or count.
+  MemoryConfig memory_config(const Machine& m) const {
+    const int nodes = m.model().nr_nodes();
+    if (nid_ >= nodes)
+      throw std::invalid_argument("node: " + std::to_string(nid_) + " is out of range (allowed: 0.." +
+                                  std::to_string(nodes - 1) + " for this model topology)");
+    const uint64_t need = uint64_t(threads_) * (count_ << order_);
+    auto cfg_for = [&](uint64_t pages) {
+      MemoryConfig c;
+      c.node_pages.assign(size_t(nodes), 0);
+      c.node_pages[size_t(nid_)] = pages;
+      c.batch_rule = rule_;
+      c.check = check_;
+      c.pcp_batch = pcp_batch_;
+      return c;
+    };
+    auto slack = [&](uint64_t pages) {  // pcp pages held beyond the worker's own blocks, all workers
+      const int batch = pcp_batch_ ? pcp_batch_ : std::max(1, zone_batchsize(pages));
+      const uint64_t per = rule_ == BatchRule::v6_7 && order_ == 0
+                               ? uint64_t(batch) << CONFIG_PCP_BATCH_SCALE_MAX
+                               : uint64_t(std::max(batch > 1 ? batch >> order_ : batch, 2)) << order_;
+      return uint64_t(threads_) * (per + (uint64_t(1) << order_));
+    };
+    auto fits = [&](uint64_t pages) {
+      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
+      return pages > w[WMARK_HIGH] + need + slack(pages) + MAX_ORDER_NR_PAGES;
+    };
+    uint64_t pages = node_pages_;
+    if (pages == 0) {
+      pages = std::max<uint64_t>(uint64_t(1) << 18, (need + MAX_ORDER_NR_PAGES - 1) & ~(MAX_ORDER_NR_PAGES - 1));
+      while (!fits(pages)) pages += std::max<uint64_t>(pages / 16, MAX_ORDER_NR_PAGES) & ~(MAX_ORDER_NR_PAGES - 1);
+    } else if (!fits(pages)) {
+      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
+      throw std::invalid_argument("count: " + std::to_string(threads_) + " threads x " + std::to_string(count_) +
+                                  " blocks of order " + std::to_string(order_) + " need " + std::to_string(need) +
+                                  " pages plus " + std::to_string(slack(pages)) +
+                                  " for the pcp lists above the high watermark (" + std::to_string(w[WMARK_HIGH]) +
+                                  " pages), more than node_pages=" + std::to_string(pages) +
+                                  " holds; lower count or raise node_pages (0 sizes it for you)");
+    }
+    return cfg_for(pages);
+  }
+
   static bool env_lockstat(const RunResult& r) {
     // The runner adds provenance after finish(); lock_stat rows exist only when it was on.
     return !r.lockstat.empty();

@@ -246,9 +246,9 @@ class ShmemFault final : public Scenario {
     uint64_t pages = 0;
     for (uint64_t p : cfg.node_pages) pages += p;
     const uint64_t mem = MemorySystem::bytes_needed(cfg, nr_cpus);
-    // The PTE array, the radix tree (a 528-byte node per 64 pages, and its upper levels) and, without backing, the
-    // index pages' contents.
-    const uint64_t side = nr_pages_ * sizeof(uint64_t) + (nr_pages_ / 64 + 64) * sizeof(RadixTreeNode) * 2 +
+    // The PTE array, the radix tree (a 528-byte node per 64 pages, and its upper levels), the teardown's list of the
+    // cached pages, and, without backing, the index pages' contents.
+    const uint64_t side = nr_pages_ * sizeof(uint64_t) * 2 + (nr_pages_ / 64 + 64) * sizeof(RadixTreeNode) * 2 +
                           (backing_ == Backing::none ? shmem_index_pages(nr_pages_) * PAGE_SIZE : 0);
     return {mem + side, std::to_string(pages) + " frames: struct pages" +
                             std::string(backing_ == Backing::real ? " and 4 KiB backing each" : "") + " " +

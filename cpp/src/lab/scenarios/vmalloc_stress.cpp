@@ -145,19 +145,32 @@ class VmallocStress final : public Scenario {
 
   int nr_workers() const override { return threads_; }
 
+  // The areas at their most: every worker's live ones and its set-up areas (busy, each with its vm_struct and, with
+  // map_pages, its pages array), as many free-tree fragments between them, and the lazily freed ones waiting for a
+  // purge (at least two pages each, up to lazy_max_pages) with as many again in the pools; every context's first
+  // slabs; the held rings; and the page allocator of map_pages.
+  MemoryNeed memory_needed(const Machine& m) const override {
+    const VmallocConfig cfg = vmalloc_config(m);
+    const uint64_t T = uint64_t(threads_), lazy_max = VmallocSpace::lazy_max_pages_of(cfg);
+    const uint64_t per_worker = pattern_ == Pattern::long_busy_list ? kLongBusyListAreas
+                                : pattern_ == Pattern::full_fit     ? 2 * lazy_max
+                                                                    : 0;
+    const uint64_t busy = T * (live_ + 2 + per_worker);
+    const uint64_t lazy = std::min(T * ops_ * 2, lazy_max / 2 + T);
+    const uint64_t areas = 2 * busy + 2 * lazy;
+    const uint64_t slabs =
+        uint64_t(cfg.nr_contexts) * KmemCache<VmapArea>::kSlabObjects * (sizeof(VmapArea) + sizeof(VmStruct));
+    const uint64_t pages_arrays = map_pages_ ? busy * max_area_pages() * sizeof(mm::Page*) : 0;
+    const uint64_t rings = T * (live_ + 2 + per_worker) * sizeof(unsigned long);
+    const uint64_t vmap = areas * sizeof(VmapArea) + busy * sizeof(VmStruct) + slabs + pages_arrays + rings;
+    const uint64_t pages =
+        map_pages_ ? mm::MemorySystem::bytes_needed(mm::MemoryConfig::uniform(m, node_pages_), m.model().nr_pus()) : 0;
+    return {vmap + pages, "up to " + std::to_string(areas) + " vmap areas " + format_bytes(vmap) +
+                              (map_pages_ ? " + page allocator " + format_bytes(pages) : "")};
+  }
+
   void prepare(const RunEnv& env) override {
-    const int nr_cpus = env.machine.model().nr_pus();
-    VmallocConfig cfg;
-    cfg.vstart = VMALLOC_START;
-    cfg.vend = VMALLOC_START + vmalloc_size_;
-    cfg.nr_vmap_nodes = vmap_nodes_ ? unsigned(vmap_nodes_) : unsigned(std::clamp(nr_cpus, 1, int(MAX_VMAP_NODES)));
-    cfg.pools = pools_;
-    cfg.busy_lock_once = once_;
-    cfg.nr_cpus = unsigned(std::max(nr_cpus, 1));
-    cfg.lazy_max_pages = lazy_max_pages_;
-    cfg.tlb_flush_ns = tlb_flush_ns_;
-    cfg.bounce_ns = bounce_ns_;
-    cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
+    const VmallocConfig cfg = vmalloc_config(env.machine);
     if (map_pages_) {
       mm::MemoryConfig mc = mm::MemoryConfig::uniform(env.machine, node_pages_);
       ms_ = std::make_unique<mm::MemorySystem>(env.machine, env.locks, std::move(mc), env.interruption_points());
@@ -233,6 +246,34 @@ class VmallocStress final : public Scenario {
   void finish(const RunEnv& env, RunResult& r) override;
 
  private:
+  VmallocConfig vmalloc_config(const Machine& m) const {
+    const int nr_cpus = m.model().nr_pus();
+    VmallocConfig cfg;
+    cfg.vstart = VMALLOC_START;
+    cfg.vend = VMALLOC_START + vmalloc_size_;
+    cfg.nr_vmap_nodes = vmap_nodes_ ? unsigned(vmap_nodes_) : unsigned(std::clamp(nr_cpus, 1, int(MAX_VMAP_NODES)));
+    cfg.pools = pools_;
+    cfg.busy_lock_once = once_;
+    cfg.nr_cpus = unsigned(std::max(nr_cpus, 1));
+    cfg.lazy_max_pages = lazy_max_pages_;
+    cfg.tlb_flush_ns = tlb_flush_ns_;
+    cfg.bounce_ns = bounce_ns_;
+    cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
+    return cfg;
+  }
+  // The most pages one area of the pattern maps.
+  uint64_t max_area_pages() const {
+    switch (pattern_) {
+      case Pattern::thread_stack:
+      case Pattern::fix_size: return PAGE_ALIGN(size_) >> PAGE_SHIFT;
+      case Pattern::fix_align: return 5;
+      case Pattern::random_size:
+      case Pattern::long_busy_list: return 100;
+      case Pattern::random_size_align: return 10;
+      case Pattern::full_fit: return 1;
+    }
+    return 0;
+  }
   unsigned long must_alloc(const Slot& slot, VmapCpu& c, unsigned long size, unsigned long align) {
     VmStruct* vm = space_->get_vm_area(c, size, align);
     if (!vm)

@@ -41,12 +41,6 @@ VmallocStats& VmallocStats::operator+=(const VmallocStats& o) {
 
 namespace {
 
-unsigned long default_lazy_max_pages(unsigned nr_cpus) {
-  // lazy_max_pages(): fls(num_online_cpus()) * (32 MiB / PAGE_SIZE).
-  const unsigned log = unsigned(std::bit_width(nr_cpus));
-  return log * (32ul * 1024 * 1024 / PAGE_SIZE);
-}
-
 void require(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument(msg);
 }
@@ -56,7 +50,7 @@ void require(bool ok, const std::string& msg) {
 VmallocSpace::VmallocSpace(LockDomain& locks, const VmallocConfig& cfg)
     : cfg_(cfg),
       nr_vmap_nodes_(cfg.nr_vmap_nodes),
-      lazy_max_pages_(cfg.lazy_max_pages ? cfg.lazy_max_pages : default_lazy_max_pages(cfg.nr_cpus)),
+      lazy_max_pages_(lazy_max_pages_of(cfg)),
       bounce_ticks_(ns_to_ticks(cfg.bounce_ns)),
       tlb_ticks_(ns_to_ticks(cfg.tlb_flush_ns)),
       free_lock_(locks, "free_vmap_area_lock"),
@@ -75,6 +69,12 @@ VmallocSpace::VmallocSpace(LockDomain& locks, const VmallocConfig& cfg)
   va->va_start = cfg.vstart;
   va->va_end = cfg.vend;
   insert_vmap_area_augment(c, va, nullptr, free_);
+}
+
+unsigned long VmallocSpace::lazy_max_pages_of(const VmallocConfig& cfg) {
+  if (cfg.lazy_max_pages) return cfg.lazy_max_pages;
+  // lazy_max_pages(): fls(num_online_cpus()) * (32 MiB / PAGE_SIZE).
+  return unsigned(std::bit_width(cfg.nr_cpus)) * (32ul * 1024 * 1024 / PAGE_SIZE);
 }
 
 // Every vmap_area and vm_struct lives in the contexts' slabs, which go with cpus_: nothing is visited.
