@@ -4,20 +4,22 @@
 
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
-    alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR]
-    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume]] [--timeout S] [--topology T] ...
+    alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
+    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--timeout S] [--topology T] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
 In ``sweep``, a comma makes an axis of the grid (``threads=1,2,4``); a single value is a fixed parameter.
 ``sweep --out DIR`` saves the finished rows after every run; after Ctrl-C (exit status 130) or a crash, the same
-command with ``--resume`` runs only the runs DIR does not hold with status ok.
+command with ``--resume`` runs only the runs DIR does not hold with status ok. ``--out`` never replaces an earlier
+result without ``--force``, and one directory has one writer at a time (a second one is refused, exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -198,12 +200,28 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from . import results
+    from . import _resultdir, results
     from ._run import run
 
     fixed, _ = parse_assignments(args.params, _types(args.scenario))
     options = _options(args, fixed)
-    result = run(args.scenario, **options, **fixed)
+    # --out is checked and held before the run (a file, a directory that cannot be written, another writer, an
+    # earlier result without --force), not after it.
+    with contextlib.ExitStack() as stack:
+        writer = None
+        if args.out:
+            writer = stack.enter_context(
+                _resultdir.Writer(args.out, results._TABLES, param="--out", overwrite=args.force)
+            )
+        result = run(args.scenario, **options, **fixed)
+        _print_run(args, result)
+        if writer is not None:
+            path = results._save(writer, result, meta=None, format="auto", env=None)
+            print(f"\nsaved to {path}")
+    return 1 if result.stopped else 0
+
+
+def _print_run(args: argparse.Namespace, result: Any) -> None:
     print(repr(result))
     print()
     print("parameters: " + " ".join(f"{k}={v}" for k, v in result.params.items()))
@@ -219,10 +237,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.lockstat:
         print()
         print(result.lockstat_text())
-    if args.out:
-        path = results.save(result, args.out)
-        print(f"\nsaved to {path}")
-    return 1 if result.stopped else 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -236,7 +250,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         out = sweep(
             args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=bool(args.detail),
-            out=args.out, resume=bool(args.resume) or None, **options, **fixed,
+            out=args.out, resume=bool(args.resume) or None, overwrite=bool(args.force), **options, **fixed,
         )  # fmt: skip
     except SweepInterrupted as exc:
         print(f"alloclab sweep: interrupted after {exc.done} of {exc.total} runs", file=sys.stderr)
@@ -338,6 +352,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lockstat", action="store_true", help="print the lock statistics in /proc/lock_stat format")
     p.add_argument("--workers", action="store_true", help="print the per-worker table")
     p.add_argument("--out", metavar="DIR", help="save the result with its provenance to DIR")
+    p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     _run_options(p)
     p.set_defaults(func=_cmd_run)
 
@@ -349,6 +364,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="save the table and meta.json (with provenance) to DIR, after every run"
     )
     p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
+    p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     _run_options(p)

@@ -1,14 +1,23 @@
 """Results on disk with their provenance: :func:`save` and :func:`load`.
 
 A results directory holds the data (``data.parquet`` when pyarrow is installed, ``data.csv`` otherwise), the
-detail tables when there are some (``workers.*``, ``lockstat.*``), and ``meta.json``: what was run (scenario,
-grid, fixed parameters, options), on what (model and host topology, placement and binding outcome,
-oversubscription, lock kinds), with what (alloclab version, git sha and dirty flag, Python/numpy/pandas
-versions, hostname, CPU model, kernel), when (start and end time) and how (the command line).
+detail tables when there are some (``workers.*``, ``lockstat.*``), the rows of earlier sweeps into the same directory
+that its latest sweep did not use (``kept.*``, with their ``kept_workers.*`` and ``kept_lockstat.*``), ``meta.json``:
+what was run (scenario, grid, fixed parameters, options), on what (model and host topology, placement and binding
+outcome, oversubscription, lock kinds), with what (alloclab version, git sha and dirty flag, Python/numpy/pandas
+versions, hostname, CPU model, kernel), when (start and end time) and how (the command line); and ``manifest.json``,
+written last, with the size, row count and sha256 of every other file.
+
+A save is atomic as a whole (a crash leaves the previous set of files or the new one, never a mix) and has the
+directory to itself (an exclusive lock; a second writer gets :class:`DirectoryLocked`); it never replaces an earlier
+result unless told to (``overwrite=True``). :func:`load` verifies every file against the manifest and raises
+:class:`DamagedResult`, naming the file, the problem and the runs whose rows are lost, for anything that is not what
+was saved.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -16,6 +25,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,10 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import _resultdir
+from ._resultdir import DamagedResult, DirectoryLocked
 from ._run import RunResult
 from .sweep import SweepResult, _json
 
-__all__ = ["PROVENANCE_KEYS", "LoadedResult", "environment", "load", "save"]
+__all__ = ["PROVENANCE_KEYS", "DamagedResult", "DirectoryLocked", "LoadedResult", "environment", "load", "save"]
 
 #: Keys that every ``meta.json`` written by :func:`save` has (``None`` when unknown for that data).
 PROVENANCE_KEYS = (
@@ -56,7 +68,8 @@ PROVENANCE_KEYS = (
     "command_line",
 )
 
-_TABLES = ("data", "workers", "lockstat")
+#: The tables a results directory may hold.
+_TABLES = ("data", "workers", "lockstat", "kept", "kept_workers", "kept_lockstat")
 
 
 @dataclass
@@ -69,6 +82,11 @@ class LoadedResult:
         meta: the contents of ``meta.json``.
         workers: the per-worker detail table, or ``None`` when none was saved.
         lockstat: the lock_stat detail table, or ``None`` when none was saved.
+        kept: rows that earlier sweeps into this directory saved and its latest sweep did not use (another grid,
+            fewer repeats), kept rather than deleted; ``None`` when there are none. A resume reuses them when its
+            runs match them again.
+        kept_workers: their per-worker rows (keyed by the ``run`` numbers of ``kept``), or ``None``.
+        kept_lockstat: their lock_stat rows, or ``None``.
         path: the results directory.
     """
 
@@ -76,6 +94,9 @@ class LoadedResult:
     meta: dict[str, Any]
     workers: pd.DataFrame | None = None
     lockstat: pd.DataFrame | None = None
+    kept: pd.DataFrame | None = None
+    kept_workers: pd.DataFrame | None = None
+    kept_lockstat: pd.DataFrame | None = None
     path: Path = field(default_factory=Path)
 
     def __iter__(self) -> Iterator[Any]:
@@ -120,8 +141,9 @@ def save(
     *,
     meta: Mapping[str, Any] | None = None,
     format: str = "auto",
+    overwrite: bool = False,
 ) -> Path:
-    """Write a result and its provenance to a directory (created if needed; files in it are overwritten).
+    """Write a result and its provenance to a directory (created if needed).
 
     Args:
         data: a sweep's table (its ``attrs["alloclab"]`` meta data is kept), a :class:`~alloclab.sweep.SweepResult`
@@ -131,67 +153,82 @@ def save(
         meta: extra JSON-able entries for ``meta.json`` (merged at the top level; they win over computed ones).
         format: ``"parquet"``, ``"csv"`` or ``"auto"`` (Parquet when pyarrow is importable, else CSV). If
             Parquet cannot store a table (mixed-type columns), CSV is written instead and ``meta.json`` says why.
+        overwrite: replace the result the directory already holds (otherwise that is refused).
 
-    Every file is written under a temporary name in ``directory`` and then renamed over the old one, tables
-    first and ``meta.json`` last, so an interrupted save leaves the previous complete file of each name in place
-    (this is what lets :func:`alloclab.sweep` save after every run).
+    The files are committed as one set (``manifest.json`` last; see the module's description): an interrupted save
+    leaves the previous complete set in place. The directory is locked while it is written.
 
     Returns:
         The directory.
 
     Raises:
-        ValueError: an unknown ``format``, or ``data`` of an unsupported type.
+        ValueError: an unknown ``format``; ``data`` of an unsupported type; ``directory`` a file, not writable, or
+            holding a result already (without ``overwrite``); the message starts with the argument's name.
+        DirectoryLocked: another sweep or save is writing the directory.
     """
-    return _save(data, directory, meta=meta, format=format, env=None)
+    _check_format(format)
+    _split(data)  # refuse an unsupported type before touching the directory
+    with _resultdir.Writer(directory, _TABLES, param="directory", overwrite=overwrite) as writer:
+        return _save(writer, data, meta=meta, format=format, env=None)
+
+
+def _check_format(format: str) -> None:
+    if format not in ("auto", "parquet", "csv"):
+        raise ValueError(f"format: expected 'auto', 'parquet' or 'csv', got {format!r}")
 
 
 def _save(
+    writer: _resultdir.Writer,
     data: pd.DataFrame | SweepResult | RunResult,
-    directory: str | os.PathLike,
     *,
     meta: Mapping[str, Any] | None,
     format: str,
     env: Mapping[str, Any] | None,
+    extra: Mapping[str, pd.DataFrame | None] | None = None,
 ) -> Path:
-    """:func:`save` with the :func:`environment` given (a sweep saving after every run computes it once)."""
-    if format not in ("auto", "parquet", "csv"):
-        raise ValueError(f"format: expected 'auto', 'parquet' or 'csv', got {format!r}")
+    """:func:`save` through a writer that holds the directory (a sweep holds it from its first run to its last
+    save), with the :func:`environment` given (a sweep computes it once) and extra tables (a sweep's kept rows)."""
+    _check_format(format)
     tables, data_meta = _split(data)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    tables.update(extra or {})
     if format == "auto":
         format = "parquet" if _has_pyarrow() else "csv"
 
-    files: dict[str, str] = {}
+    names: dict[str, str] = {}
     schema: dict[str, Any] = {}
     notes: list[str] = []
-    stale: list[Path] = []
-    for name, table in tables.items():
-        if table is None:
-            continue
-        files[name], note, other = _write_table(table, directory / name, format)
-        stale.append(other)
-        schema[name] = _schema(table)
-        if note:
-            notes.append(note)
 
+    def table_file(name: str, table: pd.DataFrame) -> Callable[[Path], tuple[str, int]]:
+        def write(path: Path) -> tuple[str, int]:
+            names[name], note = _write_table(table, path, name, format)
+            if note:
+                notes.append(note)
+            return names[name], len(table)
+
+        schema[name] = _schema(table)
+        return write
+
+    files = {name: table_file(name, table) for name, table in tables.items() if table is not None}
     out = _provenance(data_meta, tables["data"])
     out.update(environment() if env is None else env)
-    out["saved"] = _utc_now()
-    out["files"] = files
-    out["schema"] = schema
-    if notes:
-        out["format_notes"] = notes
-    if meta:
-        out.update({str(k): _json(v) for k, v in meta.items()})
-    _atomic(directory / "meta.json", lambda tmp: tmp.write_text(json.dumps(_json(out), indent=2) + "\n"))
-    for path in stale:
-        _remove(path)
-    return directory
+
+    def meta_file(path: Path) -> tuple[str, None]:
+        out["saved"] = _utc_now()
+        out["files"] = dict(names)
+        out["schema"] = schema
+        if notes:
+            out["format_notes"] = notes
+        if meta:
+            out.update({str(k): _json(v) for k, v in meta.items()})
+        path.write_text(json.dumps(_json(out), indent=2) + "\n")
+        return _resultdir.META, None
+
+    writer.commit({**files, "meta": meta_file})
+    return writer.directory
 
 
 def load(directory: str | os.PathLike) -> LoadedResult:
-    """Read a directory written by :func:`save`.
+    """Read a directory written by :func:`save` (or by a sweep with ``out=``), verifying every file.
 
     Args:
         directory: the results directory.
@@ -201,30 +238,83 @@ def load(directory: str | os.PathLike) -> LoadedResult:
         saved column types back (integers, booleans, nullable types, empty strings).
 
     Raises:
-        FileNotFoundError: the directory has no ``meta.json`` or its data file is missing.
+        FileNotFoundError: the directory holds no saved result (no manifest.json or meta.json).
+        DamagedResult: a file is missing, changed since it was saved, cut short or unreadable, a manifest or
+            meta.json is not what alloclab writes, or names a file outside the directory; the exception names the
+            file, the problem and the runs whose rows are lost. (A directory written before manifests is read
+            without verification, with a warning.)
     """
-    directory = Path(directory)
-    meta_path = directory / "meta.json"
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{meta_path}: no meta.json (not a results directory written by alloclab)")
-    meta = json.loads(meta_path.read_text())
-    files = meta.get("files") or {}
+    loaded, damaged = _load(Path(directory))
+    if damaged:
+        raise damaged[0]
+    return loaded
+
+
+def _load(directory: Path) -> tuple[LoadedResult, list[DamagedResult]]:
+    """The tables that could be read, and the problem of every one that could not (a resume runs their runs
+    again). Raises DamagedResult when meta.json or the manifest itself is unusable or the data table is damaged."""
+    files = _resultdir.read_files(directory, _TABLES)
+    meta_path, meta_raw = files.files["meta"]
+    meta = _resultdir.json_object(meta_path, meta_raw)
+    if files.manifest is None:
+        warnings.warn(
+            f"{directory}: written by an alloclab without manifests: its files are read but cannot be verified",
+            stacklevel=3,
+        )
     schema = meta.get("schema") or {}
-    loaded: dict[str, pd.DataFrame | None] = {}
-    for name in _TABLES:
-        fname = files.get(name)
-        if fname is None:
-            loaded[name] = None
+    if not isinstance(schema, dict) or not all(isinstance(v, dict) for v in schema.values()):
+        raise DamagedResult(meta_path, "its 'schema' is not a mapping of table -> column types")
+    entries = (files.manifest or {}).get("files", {})
+    tables: dict[str, pd.DataFrame | None] = dict.fromkeys(_TABLES)
+    damaged: dict[str, DamagedResult] = dict(files.damaged)
+    for name, (path, raw) in files.files.items():
+        if name == "meta":
             continue
-        path = directory / fname
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: listed in meta.json but missing")
-        loaded[name] = _read_table(path, schema.get(name))
-    data = loaded["data"]
+        try:
+            table = _read_table(raw, path.suffix, schema.get(name))
+        except Exception as exc:  # pyarrow, pandas and numpy each raise their own kinds of errors
+            damaged[name] = DamagedResult(path, f"cannot be read as a table ({type(exc).__name__}: {exc})"[:400])
+            continue
+        rows = (entries.get(name) or {}).get("rows")
+        if rows is not None and rows != len(table):
+            damaged[name] = DamagedResult(path, f"holds {len(table)} rows, {rows} were saved")
+            continue
+        tables[name] = table
+    data = tables["data"]
     if data is None:
-        raise FileNotFoundError(f"{meta_path}: lists no data file")
+        problem = damaged.get("data") or DamagedResult(meta_path, "names no data table")
+        raise DamagedResult(problem.path, problem.problem)  # every run's rows
+    # A damaged detail table loses the detail rows of the data's ok runs; kept tables lose no run of this sweep.
+    runs = _ok_runs(data)
+    lost = [
+        DamagedResult(d.path, d.problem + (" (rows of earlier sweeps, kept)" if n.startswith("kept") else ""),
+                      [] if n.startswith("kept") else runs)
+        for n, d in damaged.items()
+    ]  # fmt: skip
     data.attrs = {"alloclab": meta}
-    return LoadedResult(data=data, meta=meta, workers=loaded["workers"], lockstat=loaded["lockstat"], path=directory)
+    return (
+        LoadedResult(
+            data=data,
+            meta=meta,
+            workers=tables["workers"],
+            lockstat=tables["lockstat"],
+            kept=tables["kept"],
+            kept_workers=tables["kept_workers"],
+            kept_lockstat=tables["kept_lockstat"],
+            path=directory,
+        ),
+        lost,
+    )
+
+
+def _ok_runs(data: pd.DataFrame) -> list[int] | None:
+    """The runs whose detail rows a damaged detail table held (None when the table has no run numbers)."""
+    if "run" not in data.columns or "status" not in data.columns:
+        return None
+    try:
+        return [int(r) for r in data.loc[data["status"] == "ok", "run"]]
+    except (TypeError, ValueError):
+        return None
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -305,31 +395,29 @@ def _schema(table: pd.DataFrame) -> dict[str, Any]:
     return {"dtypes": dtypes, "strings_without_na": strings}
 
 
-def _write_table(table: pd.DataFrame, stem: Path, format: str) -> tuple[str, str, Path]:
-    """Write one table; returns its file name, a note when Parquet fell back to CSV, and the file of the other
-    format, which the caller removes once ``meta.json`` no longer lists it."""
+def _write_table(table: pd.DataFrame, path: Path, name: str, format: str) -> tuple[str, str]:
+    """Write one table to ``path``; returns its file name (``name`` with the format's suffix) and a note when
+    Parquet fell back to CSV."""
+    note = ""
     if format == "parquet":
-        path = stem.with_suffix(".parquet")
         try:
-            _atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
-            return path.name, "", stem.with_suffix(".csv")
+            table.to_parquet(path, index=False)
+            return f"{name}.parquet", ""
         except Exception as exc:  # pyarrow refuses mixed-type object columns and the like
-            note = f"{stem.name}: written as CSV because Parquet failed ({type(exc).__name__}: {exc})"
-    else:
-        note = ""
-    path = stem.with_suffix(".csv")
-    _atomic(path, lambda tmp: table.to_csv(tmp, index=False))
-    return path.name, note, stem.with_suffix(".parquet")
+            note = f"{name}: written as CSV because Parquet failed ({type(exc).__name__}: {exc})"
+    table.to_csv(path, index=False)
+    return f"{name}.csv", note
 
 
-def _read_table(path: Path, schema: Mapping[str, Any] | None) -> pd.DataFrame:
-    if path.suffix == ".parquet":
-        table = pd.read_parquet(path)
+def _read_table(raw: bytes, suffix: str, schema: Mapping[str, Any] | None) -> pd.DataFrame:
+    """A table from the bytes of its file (``suffix``: ``.parquet`` or ``.csv``), with the saved column types."""
+    if suffix == ".parquet":
+        table = pd.read_parquet(io.BytesIO(raw))
         table.attrs = {}
         return table
-    strings = list((schema or {}).get("strings_without_na", []))
-    header = pd.read_csv(path, nrows=0).columns
-    table = pd.read_csv(path, dtype={c: str for c in strings if c in header})
+    strings = [str(c) for c in (schema or {}).get("strings_without_na", [])]
+    header = pd.read_csv(io.BytesIO(raw), nrows=0).columns
+    table = pd.read_csv(io.BytesIO(raw), dtype={c: str for c in strings if c in header})
     if not schema:
         return table
     for col in strings:
@@ -339,26 +427,9 @@ def _read_table(path: Path, schema: Mapping[str, Any] | None) -> pd.DataFrame:
         if col in table.columns and str(table[col].dtype) != dtype:
             try:
                 table[col] = table[col].astype(dtype)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 pass  # keep what read_csv inferred
     return table
-
-
-def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
-    """Write ``path`` through ``write(tmp)`` on a temporary file in the same directory, then rename it over."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        _remove(tmp)
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def _git_state(where: Path) -> tuple[str | None, bool | None, str | None]:

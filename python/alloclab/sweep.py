@@ -6,19 +6,19 @@ returns a tidy (long-format) table with one row per run. A configuration that fa
 ``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with ``status="stopped"``; the
 sweep goes on.
 
-Long sweeps survive interruption: with ``out=DIR`` the finished rows are saved (atomically) after every run;
+Long sweeps survive interruption: with ``out=DIR`` the finished rows are saved (as one atomic set of files, see
+:mod:`alloclab.results`) after every run, and the sweep holds DIR to itself from before its first run to its end;
 Ctrl-C stops the current run within a second and raises :class:`SweepInterrupted`, a ``KeyboardInterrupt`` that
-carries the finished rows; ``resume=DIR`` runs only the (configuration, repeat) pairs that DIR does not already
-hold with ``status="ok"``.
+carries the finished rows; ``resume=DIR`` runs only the runs that DIR does not already hold with ``status="ok"``
+(matched on what they ran, see :mod:`alloclab._resume`), and never deletes a saved row.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import math
 import os
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import _resultdir, _resume
 from ._catalogue import scenarios as _scenarios
 from ._run import RunResult, run
 from .topology import Topology
@@ -42,9 +43,6 @@ STATUS_COLUMNS = ("status", "error", "seed", "oversubscribed", "n_workers", "wor
 
 # Provenance keys that differ from run to run by nature and so never count as a "varying" setting.
 _PER_RUN_KEYS = {"started", "ended"}
-
-# Options that may differ between a saved sweep and the one resuming it (they do not change what a run measures).
-_RESUMABLE_OPTIONS = {"timeout_s"}
 
 
 @dataclass
@@ -131,6 +129,7 @@ def sweep(
     detail: bool = False,
     out: str | os.PathLike | None = None,
     resume: bool | str | os.PathLike | None = None,
+    overwrite: bool = False,
     placement: str | Sequence[int] = "compact",
     lockstat: bool = True,
     locks: Mapping[str, str] | None = None,
@@ -154,16 +153,23 @@ def sweep(
         detail: ``False`` returns the tidy table; ``True`` returns a :class:`SweepResult` that also holds the
             per-worker and lock_stat tables of every run.
         out: a results directory: the finished rows (and with ``detail=True`` the detail tables) are saved there
-            with :func:`alloclab.results.save` after every run and at the end. Each file is written to a
-            temporary name and renamed, so a crash or Ctrl-C at any moment leaves the last complete save.
-            ``meta.json`` says ``complete`` (every planned run has a row) and ``interrupted``.
+            with :func:`alloclab.results.save` after every run and at the end, each save one atomic set of files,
+            so a crash or Ctrl-C at any moment leaves the last complete save. ``meta.json`` says ``complete``
+            (every planned run has a row) and ``interrupted``. The sweep locks the directory before its first run
+            (a second writer gets :class:`~alloclab.results.DirectoryLocked`); a directory that is a file, is not
+            writable, or already holds a result (unless it is resumed, or ``overwrite=True``) is refused before any
+            run.
         resume: a directory saved by an earlier sweep of the same scenario (or ``True``: the ``out``
-            directory). Its rows with ``status="ok"`` whose (grid and fixed parameter values, repeat) match a
-            run of this sweep are reused, not run again; everything else (missing, ``error`` and ``stopped``
-            rows) runs. The result holds both, in sweep order, as if the sweep had run at once; meta data
-            ``reused_runs`` counts the reused ones. A directory that does not exist yet, or holds no saved
-            result, starts a fresh sweep, so ``al.sweep(..., out=d, resume=d)`` can be repeated until complete.
-            Saved rows that match no run of this sweep are left out (with a warning).
+            directory). Its rows with ``status="ok"`` that ran what a run of this sweep runs (every parameter,
+            given or defaulted; the run options, the topology by its structure; the repeat) are reused, not run
+            again, one per run; everything else (missing, ``error`` and ``stopped`` rows, ``ok`` rows that lost
+            their figures and, with ``detail=True``, rows without their per-worker rows) runs. The result holds
+            both, in sweep order, as if the sweep had run at once; meta data ``reused_runs`` counts the reused
+            ones. A directory that does not exist yet, or holds no saved result, starts a fresh sweep, so
+            ``al.sweep(..., out=d, resume=d)`` can be repeated until complete. Saved rows that match no run of
+            this sweep stay in the directory (``kept``, out of the returned table). Damaged files (see
+            :func:`alloclab.results.load`) are reported as warnings naming the runs that run again.
+        overwrite: replace a result that ``out`` already holds (without ``resume``).
         placement: worker placement for every run (see :func:`alloclab.run`).
         lockstat: collect lock statistics.
         locks: lock class -> lock kind overrides for every run.
@@ -184,9 +190,10 @@ def sweep(
 
     Raises:
         ValueError: the scenario does not exist, a grid/fixed name is neither one of its parameters nor a run
-            option, an axis is empty, ``repeats < 1``, or ``resume`` names a saved result of another scenario or
-            with other run options (seed, topology, placement, locks, lockstat, strict). (A *value* the engine
-            rejects only makes error rows.)
+            option, an axis is empty, ``repeats < 1``, ``out`` cannot be written or already holds a result, or
+            ``resume`` names a saved result of another scenario or with other run options (seed, topology,
+            placement, locks, lockstat, strict). (A *value* the engine rejects only makes error rows.)
+        DirectoryLocked: another sweep or save is writing ``out``.
         SweepInterrupted: Ctrl-C. The current run is stopped and its threads joined, the finished rows are saved
             (with ``out``) and carried by the exception (``.result``); it is a ``KeyboardInterrupt``.
     """
@@ -209,14 +216,49 @@ def sweep(
     }
     out_dir = None if out is None else Path(out)
     resume_dir = _resume_dir(resume, out_dir)
-    previous = _Previous.load(resume_dir, scenario, options) if resume_dir is not None else None
     plan = [(r, c) for r in range(repeats) for c in range(len(configs))]
+    topo_cache: dict[str, Topology | None] = {}
+    writer = None
+    if out_dir is not None:
+        from . import results
 
-    state = _State(scenario, grid, fixed, repeats, options, configs, plan, detail, out_dir, previous)
+        resuming = resume_dir is not None and os.path.abspath(resume_dir) == os.path.abspath(out_dir)
+        writer = _resultdir.Writer(out_dir, results._TABLES, param="out", overwrite=overwrite, resuming=resuming)
+    try:
+        return _sweep(scenario, grid, fixed, repeats, options, configs, plan, detail, progress, writer, resume_dir,
+                      topo_cache)  # fmt: skip
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _sweep(
+    scenario: str,
+    grid: dict[str, Any],
+    fixed: dict[str, Any],
+    repeats: int,
+    options: dict[str, Any],
+    configs: list[dict[str, Any]],
+    plan: list[tuple[int, int]],
+    detail: bool,
+    progress: bool,
+    writer: _resultdir.Writer | None,
+    resume_dir: Path | None,
+    topo_cache: dict[str, Topology | None],
+) -> pd.DataFrame | SweepResult:
+    """The sweep itself, with ``out`` (when given) held by ``writer``."""
+    topology_key = functools.partial(_topology_key, cache={})
+    previous = None
+    if resume_dir is not None:
+        set_aside = writer is not None and os.path.abspath(resume_dir) == os.path.abspath(writer.directory)
+        previous = _resume.Saved.load(
+            resume_dir, scenario, options, list(grid), (*KEY_COLUMNS, *STATUS_COLUMNS), topology_key, set_aside
+        )
+    state = _State(scenario, grid, fixed, repeats, options, configs, plan, detail, writer, previous, topology_key)
     state.reuse()
     pending = [i for i in range(len(plan)) if i not in state.rows]
+    out_dir = None if writer is None else writer.directory
 
-    topo_cache: dict[str, Topology | None] = {}
     bar = None
     try:
         bar = _progress_bar(len(plan), scenario, enabled=progress, initial=len(plan) - len(pending))
@@ -265,50 +307,6 @@ def sweep(
 # --- sweep state: rows so far, reused rows, saving ----------------------------------------------------------
 
 
-class _Previous:
-    """The rows of a saved sweep that a resumed one may reuse."""
-
-    def __init__(self, path: Path, table: pd.DataFrame, meta: dict[str, Any], workers: Any, lockstat: Any):
-        self.path = path
-        self.table = table
-        self.meta = meta
-        self.workers = workers
-        self.lockstat = lockstat
-
-    @classmethod
-    def load(cls, path: Path, scenario: str, options: Mapping[str, Any]) -> _Previous | None:
-        from . import results
-
-        if not (path / "meta.json").is_file():
-            return None
-        loaded = results.load(path)
-        meta = loaded.meta
-        if meta.get("kind") != "sweep" or meta.get("scenario") != scenario:
-            what = f"a {meta.get('kind')} of {meta.get('scenario')!r}"
-            raise ValueError(f"resume: {path} holds {what}, not a sweep of {scenario!r}; use another directory")
-        saved = meta.get("options") or {}
-        for name, value in options.items():
-            if name in _RESUMABLE_OPTIONS or name not in saved:
-                continue
-            now = _json(_label(value))
-            if saved[name] != now:
-                raise ValueError(
-                    f"resume: {path} was swept with {name}={saved[name]!r}, this sweep has {name}={now!r}; "
-                    "resume with the same options or save to another directory"
-                )
-        return cls(path, loaded.data, meta, loaded.workers, loaded.lockstat)
-
-    def ok_rows(self, names: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
-        """Saved ``ok`` rows by (parameter values, repeat); rows missing a parameter column match nothing."""
-        table = self.table
-        if "status" not in table.columns or any(n not in table.columns for n in names):
-            return {}
-        out: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for row in table[table["status"] == "ok"].to_dict("records"):
-            out.setdefault(_run_key({n: row[n] for n in names}, row["repeat"]), row)
-        return out
-
-
 class _State:
     """What a sweep has so far, by run index; builds the (partial) result and saves it."""
 
@@ -322,15 +320,19 @@ class _State:
         configs: list[dict[str, Any]],
         plan: list[tuple[int, int]],
         detail: bool,
-        out: Path | None,
-        previous: _Previous | None,
+        writer: _resultdir.Writer | None,
+        previous: _resume.Saved | None,
+        topology_key: Callable[[Any], str],
     ):
         self.scenario, self.grid, self.fixed, self.repeats = scenario, grid, fixed, repeats
         self.options, self.configs, self.plan, self.detail = options, configs, plan, detail
-        self.out, self.previous = out, previous
+        self.writer, self.previous, self.topology_key = writer, previous, topology_key
         self.rows: dict[int, dict[str, Any]] = {}
+        # Detail rows by run index: a run's own (with detail=True) and, always, those of the runs reused from the
+        # directory, so that saving never loses a saved row.
         self.workers: dict[int, pd.DataFrame] = {}
         self.lockstat: dict[int, pd.DataFrame] = {}
+        self.kept: dict[str, pd.DataFrame | None] = {}
         self.provenances: list[dict[str, Any]] = []
         self.first_params: dict[str, Any] | None = None
         self.reused: list[int] = []
@@ -338,37 +340,27 @@ class _State:
         self._env: dict[str, Any] | None = None
 
     def reuse(self) -> None:
+        """Takes the saved rows of the runs it plans from the resumed directory; keeps the others aside."""
         if self.previous is None:
             return
-        names = [*self.grid, *self.fixed]
-        saved = self.previous.ok_rows(names)
-        remap: dict[Any, tuple[int, int]] = {}  # saved run number -> (run, config) in this sweep
-        for run_index, (repeat, config_index) in enumerate(self.plan):
+        identities = _resume.Identities(self.scenario, self.topology_key)
+        planned = []
+        for repeat, config_index in self.plan:
+            config = self.configs[config_index]
+            params = {k: v for k, v in {**self.fixed, **config}.items() if k not in RUN_OPTIONS}
+            run_options = {**self.options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+            planned.append((identities.identity(params, run_options), repeat))
+        reused, kept = self.previous.match(planned, self.detail)
+        for run_index, saved in reused.items():
+            repeat, config_index = self.plan[run_index]
+            keys = {"run": run_index, "config": config_index, "repeat": repeat, "scenario": self.scenario}
             params = {k: _label(v) for k, v in {**self.configs[config_index], **self.fixed}.items()}
-            row = saved.pop(_run_key(params, repeat), None)
-            if row is None:
-                continue
-            remap[row["run"]] = (run_index, config_index)
-            self.rows[run_index] = {**row, "run": run_index, "config": config_index}
+            self.rows[run_index] = {**keys, **params, **saved.figures(KEY_COLUMNS)}
+            for target, part in ((self.workers, saved.workers), (self.lockstat, saved.lockstat)):
+                if part is not None:
+                    target[run_index] = part.assign(run=run_index, config=config_index)
             self.reused.append(run_index)
-        if saved:
-            warnings.warn(
-                f"resume: {len(saved)} ok row(s) in {self.previous.path} match no run of this sweep (another grid "
-                "or fixed parameters) and are left out of its result",
-                stacklevel=3,
-            )
-        if self.detail:
-            for name, table in (("workers", self.previous.workers), ("lockstat", self.previous.lockstat)):
-                if table is None or "run" not in getattr(table, "columns", ()):
-                    continue
-                target = getattr(self, name)
-                for old, part in table[table["run"].isin(list(remap))].groupby("run", sort=False):
-                    new_run, new_config = remap[old]
-                    part = part.copy()
-                    part["run"] = new_run
-                    if "config" in part.columns:
-                        part["config"] = new_config
-                    target[new_run] = part
+        self.kept = _resume.kept_tables(kept)
 
     def add(
         self,
@@ -387,6 +379,9 @@ class _State:
         if self.detail and keys is not None and params is not None:
             self.workers[run_index] = _keyed(result.workers, keys, params)
             self.lockstat[run_index] = _keyed(result.lockstat, keys, params)
+        else:  # a run done again without detail: the detail rows of an earlier run of it are not its own
+            self.workers.pop(run_index, None)
+            self.lockstat.pop(run_index, None)
 
     def build(self, *, interrupted: bool) -> pd.DataFrame | SweepResult:
         order = sorted(self.rows)
@@ -403,6 +398,7 @@ class _State:
             self.provenances,
             self.first_params,
             prev_meta,
+            self.topology_key,
         )
         meta.update(
             started=self.started,
@@ -414,24 +410,31 @@ class _State:
             reused_runs=len(self.reused),
         )
         table.attrs["alloclab"] = meta
-        if not self.detail:
-            return table
-        return SweepResult(
+        whole = SweepResult(
             runs=table,
             workers=_concat([self.workers[i] for i in order if i in self.workers]),
             lockstat=_concat([self.lockstat[i] for i in order if i in self.lockstat]),
             meta=meta,
         )
+        return whole if self.detail else table
 
     def save(self, result: pd.DataFrame | SweepResult | None = None) -> Path:
+        """Saves the rows so far (``result``: what :meth:`build` made), with every detail row and kept row."""
         from . import results
 
-        assert self.out is not None
+        assert self.writer is not None
         if self._env is None:
             self._env = results.environment()
         if result is None:
             result = self.build(interrupted=False)
-        return results._save(result, self.out, meta=None, format="auto", env=self._env)
+        runs = result.runs if isinstance(result, SweepResult) else result
+        order = sorted(self.rows)
+        detail = {
+            name: _concat([parts[i] for i in order if i in parts])
+            for name, parts in (("workers", self.workers), ("lockstat", self.lockstat))
+        }
+        tables = {n: t for n, t in detail.items() if self.detail or len(t)}  # detail=False: only carried rows
+        return results._save(self.writer, runs, meta=None, format="auto", env=self._env, extra={**tables, **self.kept})
 
 
 def _resume_dir(resume: Any, out: Path | None) -> Path | None:
@@ -444,22 +447,6 @@ def _resume_dir(resume: Any, out: Path | None) -> Path | None:
     if isinstance(resume, (str, os.PathLike)):
         return Path(resume)
     raise ValueError(f"resume: expected a directory, True or None, got {resume!r}")
-
-
-def _run_key(params: Mapping[str, Any], repeat: Any) -> tuple[Any, ...]:
-    """A run's identity across save/load: its parameter values (as text, 2.0 == 2) and its repeat."""
-    return (tuple(sorted((str(k), _key_value(v)) for k, v in params.items())), int(repeat))
-
-
-def _key_value(value: Any) -> str:
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            value = value.item()
-        except (TypeError, ValueError):
-            pass
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    return str(value)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -486,6 +473,25 @@ def _check_names(scenario: str, grid: Mapping[str, Any], fixed: Mapping[str, Any
                 f"{name}: not a parameter of scenario {scenario!r} (parameters: {', '.join(known)}; "
                 f"run options: {', '.join(RUN_OPTIONS)})"
             )
+
+
+def _topology_key(value: Any, cache: dict[str, Topology]) -> str:
+    """What a run's topology is, for matching: "host", or the digest of the model's structure (a synthetic string,
+    or the path of an XML file that a saved sweep recorded, is loaded for it); a value that is no topology stands
+    for itself."""
+    if isinstance(value, Topology):
+        return value.digest
+    if value is None or value == "host":
+        return "host"
+    if isinstance(value, str):
+        try:
+            if value not in cache:
+                is_xml = value.endswith(".xml") or Path(value).is_file()
+                cache[value] = Topology.from_xml(value) if is_xml else Topology.synthetic(value)
+            return cache[value].digest
+        except ValueError:
+            pass
+    return str(value)
 
 
 def _topology(value: Any, cache: dict[str, Topology | None]) -> Topology | None:
@@ -568,7 +574,8 @@ def _meta(
     table: pd.DataFrame,
     provenances: list[dict[str, Any]],
     first_params: dict[str, Any] | None,
-    previous: Mapping[str, Any] | None = None,
+    previous: Mapping[str, Any] | None,
+    topology_key: Callable[[Any], str],
 ) -> dict[str, Any]:
     """The sweep's meta data; ``previous`` is the meta data of a saved sweep whose rows were reused."""
     records = [{k: _json(v) for k, v in p.items()} for p in provenances]
@@ -597,6 +604,7 @@ def _meta(
     defaults = {
         k: v for k, v in (first_params or {}).items() if k not in grid and k not in fixed and k not in RUN_OPTIONS
     }
+    topologies = [options.get("topology"), *(_as_values("topology", grid["topology"]) if "topology" in grid else [])]
     return {
         "kind": "sweep",
         "scenario": scenario,
@@ -608,6 +616,8 @@ def _meta(
         "runs": len(table),
         "order": "interleaved",
         "options": {k: _json(_label(v)) for k, v in options.items()},
+        # what each topology of the sweep (the option, the values of a topology axis) is, for a later resume
+        "topologies": {"host" if t is None else str(_label(t)): topology_key(t) for t in topologies},
         "status_counts": {str(k): int(v) for k, v in table["status"].value_counts().items()},
         "provenance": {k: _json(v) for k, v in constant.items()},
         "provenance_varying": {k: [_json(x) for x in v] for k, v in varying.items()},

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 
 from . import _core
@@ -79,6 +82,16 @@ class Topology:
     def description(self) -> str:
         """``"host"``, the synthetic string, or the XML path."""
         return self._core.description
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A digest of what the model uses of this machine: its cores and which PUs each NUMA node holds.
+
+        Two topologies with the same digest give the same runs, whatever their source (a synthetic string, an XML
+        file and its path, the host); a sweep's resume matches its topology by this digest, not by its path.
+        """
+        shape = [self.cores, [self.pus_of_node(n) for n in range(self.nodes)]]
+        return hashlib.sha256(json.dumps(shape, separators=(",", ":")).encode()).hexdigest()[:16]
 
     def pus_of_node(self, node: int) -> list[int]:
         """Logical indices of the PUs of NUMA node ``node``.

@@ -29,7 +29,7 @@ def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_
     path = al.results.save(sweep_with_error, tmp_path / "out", format=fmt)
     assert path == tmp_path / "out"
     assert sorted(p.name for p in path.iterdir()) == sorted(
-        ["meta.json", f"data.{fmt}", f"workers.{fmt}", f"lockstat.{fmt}"]
+        [".alloclab.lock", "manifest.json", "meta.json", f"data.{fmt}", f"workers.{fmt}", f"lockstat.{fmt}"]
     )
     loaded = al.results.load(path)
     pd.testing.assert_frame_equal(loaded.data, sweep_with_error.runs)

@@ -90,7 +90,7 @@ def test_out_saves_the_finished_rows_after_every_run(tmp_path, monkeypatch):
     data, meta = al.results.load(out)
     pd.testing.assert_frame_equal(data, df)
     assert meta["complete"] is True and meta["interrupted"] is False
-    assert sorted(p.stem for p in out.iterdir()) == ["data", "meta"]  # no temporary file left
+    assert sorted(p.stem for p in out.iterdir()) == [".alloclab", "data", "manifest", "meta"]  # no temporary file
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
@@ -107,9 +107,10 @@ def test_a_save_that_dies_half_way_leaves_the_previous_one(tmp_path, monkeypatch
 
     monkeypatch.setattr(pd.DataFrame, "to_parquet" if fmt == "parquet" else "to_csv", dies_half_way)
     with pytest.raises(KeyboardInterrupt):
-        al.results.save(second, tmp_path, format=fmt)
+        al.results.save(second, tmp_path, format=fmt, overwrite=True)
     monkeypatch.undo()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"data.{fmt}", "meta.json"]  # no temporary file left
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".alloclab.lock", f"data.{fmt}", "manifest.json", "meta.json"]  # no temporary file left
     pd.testing.assert_frame_equal(al.results.load(tmp_path).data, first)
 
 
@@ -219,11 +220,13 @@ def test_resume_refuses_a_directory_of_another_sweep(tmp_path, kwargs, message):
         al.sweep(**args)
 
 
-def test_resume_of_rows_from_another_grid_warns_and_leaves_them_out(tmp_path):
+def test_resume_of_rows_from_another_grid_leaves_them_out_of_the_result_but_keeps_them(tmp_path):
     al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, iterations=50)
-    with pytest.warns(UserWarning, match="1 ok row"):
-        df = al.sweep("lock_zoo", grid={"threads": [2, 3]}, progress=False, resume=tmp_path, iterations=50)
+    df = al.sweep("lock_zoo", grid={"threads": [2, 3]}, progress=False, out=tmp_path, resume=True, iterations=50)
     assert df["threads"].tolist() == [2, 3] and df.attrs["alloclab"]["reused_runs"] == 1
+    loaded = al.results.load(tmp_path)
+    assert loaded.data["threads"].tolist() == [2, 3]
+    assert loaded.kept["threads"].tolist() == [1] and loaded.kept["status"].tolist() == ["ok"]
 
 
 def test_cli_sweep_out_then_resume(tmp_path, capsys):

@@ -1,0 +1,338 @@
+"""Damaged or hostile results directories: every problem is a DamagedResult naming the file and the problem (and the
+runs whose rows are lost), never an AttributeError, TypeError, KeyError, RecursionError or OverflowError; nothing
+outside the directory is read; a FIFO is not waited on. Each case is a directory a real sweep wrote, then damaged."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import alloclab as al
+from alloclab.results import DamagedResult
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A detail sweep of two runs, one of them an error, saved as CSV (easy to edit by hand)."""
+    out = tmp_path_factory.mktemp("saved") / "sweep"
+    result = al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, iterations=50)
+    al.results.save(result, out, format="csv")
+    return out
+
+
+def _copy(saved: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(saved, target)
+    return target
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _name(d: Path, role: str) -> str:
+    return _manifest(d)["files"][role]["name"]
+
+
+def _edit_json(d: Path, name: str, edit: Callable[[dict], object]) -> None:
+    """Changes a JSON file and re-signs it in the manifest (a hostile directory, not a damaged one)."""
+    value = json.loads((d / name).read_text())
+    value = edit(value) or value
+    (d / name).write_text(json.dumps(value))
+    if name == "meta.json" and (d / "manifest.json").exists():
+        _resign(d, "meta")
+
+
+def _resign(d: Path, role: str) -> None:
+    import hashlib
+
+    manifest = _manifest(d)
+    data = (d / manifest["files"][role]["name"]).read_bytes()
+    manifest["files"][role].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (d / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _meta(d: Path) -> dict:
+    return json.loads((d / "meta.json").read_text())
+
+
+# Each case damages a copy of the saved directory and names the file the error must name and a word of the problem.
+CASES: dict[str, tuple[Callable[[Path], None], str, str]] = {
+    "meta.json empty": (lambda d: (d / "meta.json").write_text(""), "meta.json", "differs"),
+    "meta.json not JSON, re-signed": (
+        lambda d: ((d / "meta.json").write_text("{"), _resign(d, "meta")),
+        "meta.json",
+        "not JSON",
+    ),
+    "meta.json a list": (lambda d: _edit_json(d, "meta.json", lambda m: [1, 2]), "meta.json", "not an object"),
+    "meta.json a string": (lambda d: _edit_json(d, "meta.json", lambda m: "x"), "meta.json", "not an object"),
+    "meta.json deeply nested": (
+        lambda d: ((d / "meta.json").write_text("[" * 100_000 + "]" * 100_000), _resign(d, "meta")),
+        "meta.json",
+        "not JSON",
+    ),
+    "meta.json invalid UTF-8": (
+        lambda d: ((d / "meta.json").write_bytes(b'{"a": "\xff"}'), _resign(d, "meta")),
+        "meta.json",
+        "not JSON",
+    ),
+    "meta.json a directory": (
+        lambda d: ((d / "meta.json").unlink(), (d / "meta.json").mkdir()),
+        "meta.json",
+        "directory",
+    ),
+    "meta.json a FIFO": (
+        lambda d: ((d / "meta.json").unlink(), os.mkfifo(d / "meta.json")),
+        "meta.json",
+        "not a regular file",
+    ),
+    "schema not a mapping": (
+        lambda d: _edit_json(d, "meta.json", lambda m: m.update(schema="x")),
+        "meta.json",
+        "schema",
+    ),
+    "schema of a table not a mapping": (
+        lambda d: _edit_json(d, "meta.json", lambda m: m.update(schema={"data": 5})),
+        "meta.json",
+        "schema",
+    ),
+    "manifest not JSON": (lambda d: (d / "manifest.json").write_text("{{"), "manifest.json", "not JSON"),
+    "manifest a list": (lambda d: (d / "manifest.json").write_text("[]"), "manifest.json", "not an object"),
+    "manifest of another format": (
+        lambda d: (d / "manifest.json").write_text('{"format": 2}'),
+        "manifest.json",
+        "format",
+    ),
+    "manifest files not a mapping": (
+        lambda d: (d / "manifest.json").write_text(json.dumps({**_manifest(d), "files": ["data.csv"]})),
+        "manifest.json",
+        "mappings",
+    ),
+    "manifest entry not a mapping": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps({**_manifest(d), "files": {**_manifest(d)["files"], "data": "data.csv"}})
+        ),
+        "manifest.json",
+        "'data'",
+    ),
+    "manifest names ../outside.csv": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps(
+                {
+                    **_manifest(d),
+                    "files": {
+                        **_manifest(d)["files"],
+                        "data": {**_manifest(d)["files"]["data"], "name": "../outside.csv"},
+                    },
+                }
+            )
+        ),
+        "manifest.json",
+        "'data'",
+    ),
+    "manifest names /etc/passwd": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps(
+                {
+                    **_manifest(d),
+                    "files": {
+                        **_manifest(d)["files"],
+                        "data": {**_manifest(d)["files"]["data"], "name": "/etc/passwd"},
+                    },
+                }
+            )
+        ),
+        "manifest.json",
+        "'data'",
+    ),
+    "manifest stages from outside": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps({**_manifest(d), "staged": {_name(d, "data"): "../x.tmp"}})
+        ),
+        "manifest.json",
+        "stages",
+    ),
+    "manifest names an unknown role": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps({**_manifest(d), "files": {**_manifest(d)["files"], "evil": _manifest(d)["files"]["data"]}})
+        ),
+        "manifest.json",
+        "unknown role",
+    ),
+    "manifest rows a string": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps(
+                {
+                    **_manifest(d),
+                    "files": {**_manifest(d)["files"], "data": {**_manifest(d)["files"]["data"], "rows": "3"}},
+                }
+            )
+        ),
+        "manifest.json",
+        "'data'",
+    ),
+    "manifest without meta": (
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps({**_manifest(d), "files": {k: v for k, v in _manifest(d)["files"].items() if k != "meta"}})
+        ),
+        "manifest.json",
+        "'meta'",
+    ),
+    "manifest huge": (lambda d: (d / "manifest.json").write_bytes(b" " * (65 << 20)), "manifest.json", "at most"),
+    "data missing": (lambda d: (d / _name(d, "data")).unlink(), "data.csv", "missing"),
+    "data cut short": (
+        lambda d: (d / _name(d, "data")).write_bytes((d / _name(d, "data")).read_bytes()[:40]),
+        "data.csv",
+        "differs",
+    ),
+    "data edited": (
+        lambda d: (d / _name(d, "data")).write_text((d / _name(d, "data")).read_text().replace(",ok,", ",error,", 1)),
+        "data.csv",
+        "differs",
+    ),
+    "data a directory": (
+        lambda d: ((d / _name(d, "data")).unlink(), (d / _name(d, "data")).mkdir()),
+        "data.csv",
+        "directory",
+    ),
+    "data garbage, re-signed": (
+        lambda d: ((d / _name(d, "data")).write_bytes(b"\x00\xff" * 100), _resign(d, "data")),
+        "data.csv",
+        "cannot be read as a table",
+    ),
+    "data empty, re-signed": (
+        lambda d: ((d / _name(d, "data")).write_text(""), _resign(d, "data")),
+        "data.csv",
+        "cannot be read as a table",
+    ),
+    "data with other rows, re-signed": (
+        lambda d: ((d / _name(d, "data")).write_text("run,status\n0,ok\n"), _resign(d, "data")),
+        "data.csv",
+        "rows",
+    ),
+    "workers cut short": (lambda d: (d / _name(d, "workers")).write_bytes(b"run,worker\n"), "workers.csv", "differs"),
+    "lockstat missing": (lambda d: (d / _name(d, "lockstat")).unlink(), "lockstat.csv", "missing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_damaged_directory_is_a_damaged_result_naming_the_file(saved, tmp_path, case):
+    damage, file, word = CASES[case]
+    d = _copy(saved, tmp_path)
+    damage(d)
+    with pytest.raises(DamagedResult) as info:
+        al.results.load(d)
+    exc = info.value
+    assert isinstance(exc, ValueError)
+    assert exc.path.name == file or exc.path.name.startswith(f".{file}"), str(exc)
+    assert word in exc.problem, str(exc)
+    assert str(exc).startswith(f"{exc.path}: {exc.problem}; ")
+
+
+def test_a_damaged_detail_table_names_the_runs_whose_rows_it_held(saved, tmp_path):
+    d = _copy(saved, tmp_path)
+    (d / _name(d, "workers")).write_text("garbage")
+    with pytest.raises(DamagedResult, match=r"the rows of run\(s\) 0, 2 are lost \(a resume runs them again\)"):
+        al.results.load(d)
+
+
+def test_the_data_table_lost_means_every_run(saved, tmp_path):
+    d = _copy(saved, tmp_path)
+    (d / _name(d, "data")).unlink()
+    with pytest.raises(DamagedResult, match=r"no row of it can be trusted"):
+        al.results.load(d)
+
+
+def test_files_of_an_older_alloclab_are_checked_the_same_way(saved, tmp_path):
+    """A directory without a manifest (written before it existed) loads with a warning; its meta.json's file names
+    cannot point outside the directory."""
+    d = _copy(saved, tmp_path)
+    (d / "manifest.json").unlink()
+    with pytest.warns(UserWarning, match="without manifests"):
+        assert len(al.results.load(d).data) == 3
+    for evil in ("../outside.csv", "/etc/passwd", "sub/data.csv", ".."):
+        _edit_json(d, "meta.json", lambda m, evil=evil: m["files"].update(data=evil))
+        with pytest.raises(DamagedResult, match="not a file name inside the directory"):
+            al.results.load(d)
+    _edit_json(d, "meta.json", lambda m: m.update(files="data.csv"))
+    with pytest.raises(DamagedResult, match="'files' is not a mapping"):
+        al.results.load(d)
+
+
+def test_csv_column_types_that_do_not_fit_keep_what_was_read(saved, tmp_path):
+    """A schema that asks for impossible types (a huge number as int64, a made-up dtype) keeps the values read."""
+    d = _copy(saved, tmp_path)
+
+    def retype(meta: dict) -> None:
+        meta["schema"]["data"]["dtypes"].update(threads="int9000", run="datetime64[ns, Mars/Olympus]")
+
+    _edit_json(d, "meta.json", retype)
+    assert al.results.load(d).data["threads"].tolist() == [1, 0, 2]
+
+
+def test_a_fifo_as_a_table_is_not_waited_on(saved, tmp_path):
+    d = _copy(saved, tmp_path)
+    (d / _name(d, "data")).unlink()
+    os.mkfifo(d / _name(d, "data"))
+    code = f"""
+        import alloclab as al
+        try:
+            al.results.load({str(d)!r})
+        except al.results.DamagedResult as exc:
+            print(exc.problem)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "not a regular file: a FIFO", out.stderr
+
+
+def test_ok_rows_with_lost_figures_are_not_reused(tmp_path, monkeypatch):
+    """An ok row whose figures are NaN (all of them, or one that the other repeats of its configuration have) is
+    run again by a resume, not taken as a result."""
+    import importlib
+
+    sweep_module = importlib.import_module("alloclab.sweep")
+    al.sweep("lock_zoo", grid={"threads": [1, 2]}, repeats=2, progress=False, out=tmp_path, iterations=50,
+             hold_ns=0)  # fmt: skip
+    loaded = al.results.load(tmp_path)
+    data = loaded.data.copy()
+    figures = [c for c in data.columns if c not in ("run", "config", "repeat", "scenario", "threads", "iterations",
+                                                    "hold_ns", "status", "error", "seed", "oversubscribed",
+                                                    "n_workers", "workers_bound")]  # fmt: skip
+    data.loc[0, figures] = float("nan")  # run 0: every figure lost
+    data.loc[3, figures[0]] = float("nan")  # run 3: one figure its other repeat (run 1) has
+    al.results.save(data, tmp_path, overwrite=True)
+    ran: list[int] = []
+    real = sweep_module.run
+
+    def counting(scenario, **kwargs):
+        ran.append(kwargs["threads"])
+        return real(scenario, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "run", counting)
+    df = al.sweep("lock_zoo", grid={"threads": [1, 2]}, repeats=2, progress=False, resume=tmp_path, iterations=50,
+                  hold_ns=0)  # fmt: skip
+    assert ran == [1, 2]  # runs 0 (threads=1, repeat 0) and 3 (threads=2, repeat 1)
+    assert df.attrs["alloclab"]["reused_runs"] == 2
+    assert not df[figures].isna().any().any()
+
+
+def test_a_resume_of_a_damaged_directory_runs_the_lost_runs_again_and_says_so(saved, tmp_path):
+    d = _copy(saved, tmp_path)
+    (d / _name(d, "workers")).write_text("garbage")
+    with pytest.warns(UserWarning, match=r"workers.csv: .* the rows of run\(s\) 0, 2 are lost"):
+        result = al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, out=d, resume=True,
+                          iterations=50)  # fmt: skip
+    assert result.meta["reused_runs"] == 0  # without their worker rows the ok runs ran again
+    assert result.workers["run"].unique().tolist() == [0, 2]
+    loaded = al.results.load(d)
+    pd.testing.assert_frame_equal(loaded.workers, result.workers)
+    assert (d / "workers.csv.damaged").read_text() == "garbage"  # set aside, not deleted
