@@ -54,7 +54,12 @@ py::dict workers_columns(const std::vector<WorkerRow>& rows) {
   col("bind_ok", [](const WorkerRow& r) { return r.bind_ok; });
   col("bind_error", [](const WorkerRow& r) { return r.bind_error; });
   col("ops", [](const WorkerRow& r) { return r.ops; });
+  col("ops_window", [](const WorkerRow& r) { return r.ops_window; });
+  col("start_s", [](const WorkerRow& r) { return r.start_s; });
+  col("end_s", [](const WorkerRow& r) { return r.end_s; });
   col("elapsed_s", [](const WorkerRow& r) { return r.elapsed_s; });
+  col("cpu_s", [](const WorkerRow& r) { return r.cpu_s; });
+  col("runq_wait_s", [](const WorkerRow& r) { return r.runq_wait_s; });
   col("lat_count", [](const WorkerRow& r) { return r.lat_count; });
   col("lat_mean_ns", [](const WorkerRow& r) { return r.lat_mean_ns; });
   col("lat_p50_ns", [](const WorkerRow& r) { return r.lat_p50_ns; });
@@ -109,7 +114,7 @@ py::dict lockstat_columns(const std::vector<LockStatRow>& rows) {
 
 py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
                 const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                double timeout_s) {
+                double timeout_s, double min_time_s, bool grow, bool exclusive) {
   std::map<std::string, Value> given;
   for (const auto& [k, v] : params) {
     const std::string name = py::str(k);
@@ -141,6 +146,9 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   if (!(timeout_s >= 0))
     throw std::invalid_argument("timeout_s: " + std::to_string(timeout_s) + " (allowed: >= 0, 0 for no limit)");
   opt.timeout_s = timeout_s;
+  opt.min_time_s = min_time_s;
+  opt.grow = grow;
+  opt.exclusive = exclusive;
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
   // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined.
@@ -155,8 +163,13 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   try {
     py::gil_scoped_release nogil;
     r = run(scenario, given, opt);
-  } catch (const RunInterrupted&) {
-    // Ctrl-C during prepare(): the KeyboardInterrupt the poll fetched is raised below.
+  } catch (const RunInterrupted& e) {
+    // Stopped before any worker started: by this thread's Ctrl-C (the poll fetched the KeyboardInterrupt, raised
+    // below), or by stop_all_runs (Ctrl-C in the main thread while this run waited in another one).
+    if (!etype) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+      throw py::error_already_set();
+    }
   }
   if (etype) {
     PyErr_Restore(etype, evalue, etb);
@@ -234,7 +247,11 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("run", &run_py, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
         py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
-        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0);
+        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
+        py::arg("grow") = false, py::arg("exclusive") = true);
+  m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::call_guard<py::gil_scoped_release>(),
+        "Stops every run in flight in this process (each returns stopped, with `reason`); returns how many.");
+  m.def("runs_in_flight", &runs_in_flight, py::call_guard<py::gil_scoped_release>());
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {
     py::list l;

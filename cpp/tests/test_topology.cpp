@@ -75,8 +75,6 @@ TEST(Machine, ModelMapsOntoHostModulo) {
     EXPECT_EQ(s.host_pu, s.model_pu % host->nr_pus());
     EXPECT_EQ(s.host_node, s.model_node % host->nr_nodes());
   }
-  EXPECT_EQ(m.oversubscribed(host->nr_pus()), false);
-  EXPECT_EQ(m.oversubscribed(host->nr_pus() + 1), true);
 }
 
 TEST(Machine, BindingRecordsTheCpuUsed) {

@@ -7,15 +7,18 @@ primitives and ``/proc/lock_stat``-style statistics. Start with :func:`scenarios
 the sizes of notebooks, studies and experiment scripts.
 """
 
-from . import config, plot, results, stats
+from . import _lifecycle, config, plot, results, stats
 from ._catalogue import lock_classes, lock_kinds, scenarios
 from ._core import __version__
-from ._run import RunResult, run
+from ._run import MeasurementWarning, RunResult, run
 from .config import quick
 from .sweep import SweepInterrupted, SweepResult, sweep
 from .topology import Topology
 
+_lifecycle.install()
+
 __all__ = [
+    "MeasurementWarning",
     "RunResult",
     "SweepInterrupted",
     "SweepResult",

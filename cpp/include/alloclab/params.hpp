@@ -10,7 +10,10 @@
 
 namespace alloclab {
 
-using Value = std::variant<bool, int64_t, double, std::string>;
+// A parameter or result value. std::monostate is "not measured" (None in Python): a figure that a run could not
+// give, e.g. a lock_stat count when lock_stat was off. Parameters never hold it.
+using Value = std::variant<bool, int64_t, double, std::string, std::monostate>;
+inline const Value kNotMeasured{std::monostate{}};
 std::string to_string(const Value& v);
 
 struct ParamSpec {

@@ -1,8 +1,14 @@
 // The runner: one run of one scenario on pinned worker threads.
 //
-// Starts the workers, binds each to its slot's host PU, releases them together from one start gate, lets each
-// time its own work, polls the controlling thread's stop condition every 50 ms (Ctrl-C, timeout), joins every
-// thread before returning (none is left behind, also on errors), and assembles the RunResult.
+// Starts the workers, binds each to its slot's host PU, and releases them together: every worker arrives at the
+// start gate, then all spin on one shared flag that the controlling thread sets (no sleep/wake barrier, whose
+// wake-ups would start the workers a scheduler tick apart). The run has one clock: each worker records the ticks
+// at which its timed part starts and ends, and the run's elapsed time is the span from the release to the last
+// end; `overlap` says how much of it every worker was running. Oversubscription is what happened, not what was
+// configured: several workers on one host PU, other runs in this process, other runnable tasks on the host, and
+// each worker's time waiting on a runqueue (schedstat). By default runs in one process are serialised. The
+// controlling thread polls its stop condition every 50 ms (Ctrl-C, timeout); every worker thread is joined before
+// the runner returns or unwinds (also on errors and on a forced unwind), and the RunResult is assembled.
 #pragma once
 
 #include <functional>
@@ -27,6 +33,14 @@ struct RunOptions {
   bool strict = false;  // a binding failure is an error instead of a recorded outcome
   uint64_t seed = 1;
   double timeout_s = 0;  // 0: no limit; else the run is stopped after this long and says so
+  // A run whose elapsed time is below this is flagged `short_run` (too short to measure: timer and start-up
+  // effects dominate). With `grow`, run() repeats it with the scenario's size parameter grown, as Google
+  // Benchmark grows iterations to reach its min_time, until it is not.
+  double min_time_s = 0.02;
+  bool grow = false;
+  // Wait for every other run of this process to end, and keep others from starting, while this one runs. Without
+  // it, concurrent runs share the host and each counts the others' workers towards oversubscription.
+  bool exclusive = true;
   // Called every ~50 ms on the calling thread while the workers run, and from prepare()'s interruption points;
   // returning true stops the run (during prepare: run() throws RunInterrupted, nothing having started).
   std::function<bool()> poll;
@@ -40,5 +54,11 @@ RunResult run(const std::string& scenario, const std::map<std::string, Value>& p
 RunResult run_scenario(Scenario& sc, const std::string& name, const Params& params, const RunOptions& opt);
 
 std::string version();
+
+// Stops every run in flight in this process (Ctrl-C in Python's main thread, interpreter exit); each returns
+// stopped, with `reason`. Returns how many it stopped.
+int stop_all_runs(const std::string& reason);
+// Runs in flight in this process right now.
+int runs_in_flight();
 
 }  // namespace alloclab

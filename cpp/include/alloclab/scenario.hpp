@@ -14,6 +14,7 @@
 
 #include "alloclab/clock.hpp"
 #include "alloclab/histogram.hpp"
+#include "alloclab/host_load.hpp"
 #include "alloclab/host_memory.hpp"
 #include "alloclab/lock_domain.hpp"
 #include "alloclab/params.hpp"
@@ -56,21 +57,55 @@ inline uint64_t digest_step(uint64_t digest, uint64_t addr) {
   return digest ^ (digest >> 29);
 }
 
+// The phases of one run that every worker sees: released, every worker started, the first worker ended. Workers
+// look at it once per add_ops() (one relaxed load of a line that changes three times per run), so each can count
+// the operations it completed while *all* workers were running: the run's window of real concurrency.
+struct RunPhase {
+  enum : uint32_t { closed = 0, released = 1, all_started = 2, first_ended = 3 };
+  std::atomic<uint32_t> phase{closed};
+  std::atomic<int> started{0};
+  int workers = 0;
+
+  void worker_started() {
+    if (started.fetch_add(1, std::memory_order_acq_rel) + 1 == workers) raise(all_started);
+  }
+  void raise(uint32_t to) {
+    uint32_t p = phase.load(std::memory_order_relaxed);
+    while (p < to && !phase.compare_exchange_weak(p, to, std::memory_order_acq_rel)) {
+    }
+  }
+};
+
 // What a worker sees: its slot, its random stream, the stop flag, and where it records what it did.
 class WorkerCtx {
  public:
-  WorkerCtx(const Slot& slot, uint64_t seed, const std::atomic<bool>& stop)
-      : slot(slot), rng(seed, uint64_t(slot.worker)), stop_(&stop) {}
+  WorkerCtx(const Slot& slot, uint64_t seed, const std::atomic<bool>& stop, RunPhase& phase)
+      : slot(slot), rng(seed, uint64_t(slot.worker)), stop_(&stop), phase_(&phase) {}
 
   const Slot slot;
   Rng rng;
 
   // Loops check this every iteration (one relaxed load) so Ctrl-C and timeouts end a run promptly.
   bool stopped() const { return stop_->load(std::memory_order_relaxed); }
-  void add_ops(uint64_t n = 1) { ops_ += n; }
+  void add_ops(uint64_t n = 1) {
+    const uint32_t p = phase_->phase.load(std::memory_order_relaxed);
+    if (p != seen_) [[unlikely]]
+      note_phase(p);
+    ops_ += n;
+  }
   void record_latency_ns(uint64_t ns) { latency_.record(ns); }
-  // Ends the timed part early: what the worker does afterwards (freeing what it allocated) is not in elapsed_s.
-  void end_timed() { timed_end_ = clock_ticks(); }
+  // Ends the timed part (the runner calls it after work() if the scenario did not): what the worker does
+  // afterwards (freeing what it allocated) is not in its span. The first call counts; later ones do nothing.
+  void end_timed() {
+    if (timed_end_) return;
+    timed_end_ = clock_ticks();
+    sched_end_ = read_thread_sched();
+    note_phase(phase_->phase.load(std::memory_order_acquire));
+    if (seen_ < RunPhase::all_started) window_begin_ = ops_;  // ended before everyone started: empty window
+    if (seen_ < RunPhase::first_ended) window_end_ = ops_;    // the first to end closes the window at its end
+    seen_ = RunPhase::first_ended;
+    phase_->raise(RunPhase::first_ended);
+  }
   void metric(const std::string& name, double value) { metrics_.emplace_back(name, value); }
   // Folds the address of something the worker allocated (a pfn, a vmalloc address) into its alloc_digest, in
   // order: two runs with the same seed whose workers got the same addresses in the same order have equal digests.
@@ -85,16 +120,29 @@ class WorkerCtx {
   }
 
   uint64_t ops() const { return ops_; }
+  // Operations completed while every worker of the run was running (from the last start to the first end).
+  uint64_t ops_window() const { return window_end_ - window_begin_; }
   const LatencyHistogram& latency() const { return latency_; }
   uint64_t timed_end() const { return timed_end_; }
+  const ThreadSched& sched_at_end() const { return sched_end_; }
   uint64_t alloc_digest() const { return alloc_digest_; }
   uint64_t allocs_recorded() const { return allocs_recorded_; }
   std::vector<std::pair<std::string, double>>& metrics() { return metrics_; }
 
  private:
+  void note_phase(uint32_t p) {
+    if (seen_ < RunPhase::all_started && p >= RunPhase::all_started) window_begin_ = ops_;
+    if (seen_ < RunPhase::first_ended && p >= RunPhase::first_ended) window_end_ = ops_;
+    seen_ = p;
+  }
+
   const std::atomic<bool>* stop_;
+  RunPhase* phase_;
+  uint32_t seen_ = RunPhase::released;
   uint64_t ops_ = 0;
+  uint64_t window_begin_ = 0, window_end_ = 0;
   uint64_t timed_end_ = 0;
+  ThreadSched sched_end_;
   uint64_t alloc_digest_ = 0, allocs_recorded_ = 0;
   LatencyHistogram latency_;
   std::vector<std::pair<std::string, double>> metrics_;
@@ -126,6 +174,10 @@ struct ScenarioDef {
   std::vector<ParamSpec> params;
   // Builds the scenario from validated parameters; throws std::invalid_argument for invalid combinations.
   std::function<std::unique_ptr<Scenario>(const Params&)> make;
+  // The parameter that sets how much work a run does (RunOptions::grow scales it), and the multiple its values
+  // must be (e.g. whole pageblocks).
+  std::string size_param;
+  int64_t size_step = 1;
 };
 
 const std::vector<ScenarioDef>& scenarios();

@@ -94,7 +94,6 @@ class Machine {
   Slot slot_on_node(int worker, int model_node, int k) const;
   int host_node_of(int model_node) const;
   int host_pu_of(int model_pu) const;
-  bool oversubscribed(int workers) const { return workers > host_->nr_pus(); }
 
   // Binds the calling thread to the slot's host PU.
   BindOutcome bind_current_thread(const Slot& s) const;

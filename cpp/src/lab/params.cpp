@@ -15,7 +15,8 @@ std::string to_string(const Value& v) {
     o << *d;
     return o.str();
   }
-  return "'" + std::get<std::string>(v) + "'";
+  if (const auto* s = std::get_if<std::string>(&v)) return "'" + *s + "'";
+  return "None";
 }
 
 ParamSpec ParamSpec::integer(std::string name, int64_t def, int64_t min, int64_t max, std::string doc) {

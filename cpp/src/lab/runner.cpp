@@ -1,20 +1,22 @@
 // The runner (see runner.hpp).
 #include "alloclab/runner.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <ctime>
 #include <exception>
-#include <fstream>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "alloclab/clock.hpp"
+#include "alloclab/host_load.hpp"
 #include "alloclab/lock_domain.hpp"
 #include "alloclab/scenario.hpp"
 
@@ -29,27 +31,132 @@ std::string version() { return ALLOCLAB_VERSION; }
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+// overlap_poor: the workers were running together for less than kOverlapGood of the run, and the scheduler is why
+// (the last one started later than kSchedulerLost of the run, or one waited that long on a runqueue). Workers that
+// end apart by design (the CMA staircase behind one mutex, an unfair lock) are the result, not a bad measurement.
+constexpr double kOverlapGood = 0.9;
+constexpr double kSchedulerLost = 0.1;
+constexpr double kRunqWaiting = 0.05;  // oversubscribed as it happened: a worker waited this share for a CPU
 
 // Shared between the controlling thread and the workers of one run.
 struct Control {
   std::atomic<bool> stop{false};
-  std::atomic<uint32_t> go{0};  // the start gate
+  std::atomic<int> ready{0};    // workers at the start gate
+  std::atomic<uint32_t> go{0};  // the start gate: workers spin on it
+  RunPhase phase;
   std::mutex mu;
   std::condition_variable cv;
-  int ready = 0;  // workers waiting at the gate
-  int done = 0;   // workers finished
+  int done = 0;  // workers finished
   std::exception_ptr error;
+  std::string stop_reason;  // set with stop by someone other than this run's controller (stop_all_runs)
 
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> g(mu);
     if (!error) error = std::move(e);
     stop.store(true);
   }
-  void count(int Control::*field) {
+  void stop_for(const std::string& why) {
     std::lock_guard<std::mutex> g(mu);
-    ++(this->*field);
+    if (stop_reason.empty()) stop_reason = why;
+    stop.store(true);
     cv.notify_all();
   }
+  void count_done() {
+    std::lock_guard<std::mutex> g(mu);
+    ++done;
+    cv.notify_all();
+  }
+};
+
+// ---- the runs in flight in this process -------------------------------------------------------------------------
+
+struct InFlight {
+  Control* ctl;
+  int workers;
+  bool exclusive;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<InFlight> runs;
+  std::vector<Control*> waiting;  // runs waiting for their turn (stop_all_runs stops them too)
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: a run may still end during static destruction
+  return *r;
+}
+
+// Holds a run's place among the runs in flight from its construction (after waiting for its turn) to its end.
+class Registration {
+ public:
+  // Waits while another run excludes this one (an exclusive run waits for every run in flight; every run waits for
+  // an exclusive one), asking `poll` every 50 ms; throws RunInterrupted when poll says stop or the run is stopped
+  // meanwhile. `others` is the number of workers of the runs still in flight once it may start.
+  Registration(Control& ctl, int workers, bool exclusive, const std::function<bool()>& poll) : ctl_(ctl) {
+    Registry& reg = registry();
+    std::unique_lock<std::mutex> g(reg.mu);
+    reg.waiting.push_back(&ctl);
+    const auto blocked = [&] {
+      if (exclusive) return !reg.runs.empty();
+      return std::any_of(reg.runs.begin(), reg.runs.end(), [](const InFlight& r) { return r.exclusive; });
+    };
+    while (blocked() && !ctl.stop.load()) {
+      if (reg.cv.wait_for(g, kPollInterval, [&] { return !blocked() || ctl.stop.load(); })) break;
+      g.unlock();
+      const bool stop = poll && poll();
+      g.lock();
+      if (stop) ctl.stop.store(true);
+    }
+    std::erase(reg.waiting, &ctl);
+    if (ctl.stop.load()) throw RunInterrupted();
+    for (const InFlight& r : reg.runs) others += r.workers;
+    reg.runs.push_back({&ctl, workers, exclusive});
+  }
+  ~Registration() {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> g(reg.mu);
+    std::erase_if(reg.runs, [&](const InFlight& r) { return r.ctl == &ctl_; });
+    reg.cv.notify_all();
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+  int others = 0;
+
+ private:
+  Control& ctl_;
+};
+
+// The worker threads of one run. Whatever happens — an exception, a forced unwind of the controlling thread at
+// interpreter exit — none is destroyed joinable: the destructor stops the run, opens the gate and joins them.
+class WorkerThreads {
+ public:
+  explicit WorkerThreads(Control& ctl) : ctl_(ctl) {}
+  ~WorkerThreads() { stop_and_join(); }
+  WorkerThreads(const WorkerThreads&) = delete;
+  WorkerThreads& operator=(const WorkerThreads&) = delete;
+
+  template <class F>
+  void start(int n, F body) {
+    threads_.reserve(size_t(n));
+    for (int w = 0; w < n; ++w) threads_.emplace_back(body, w);
+  }
+  size_t started() const { return threads_.size(); }
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  void stop_and_join() {
+    ctl_.stop.store(true);
+    ctl_.go.store(1);
+    join();
+  }
+
+ private:
+  Control& ctl_;
+  std::vector<std::thread> threads_;
 };
 
 std::string utc_now() {
@@ -67,13 +174,83 @@ std::string hostname() {
   return buf;
 }
 
+// Several workers on one host PU: they take turns on it whatever the host's load.
+int distinct_host_pus(const std::vector<Slot>& slots) {
+  std::vector<int> pus;
+  for (const Slot& s : slots) pus.push_back(s.host_pu);
+  std::sort(pus.begin(), pus.end());
+  return int(std::unique(pus.begin(), pus.end()) - pus.begin());
+}
+
+// The next size of a run that was too short (Google Benchmark's rule: aim 40 % past the goal, at most 10x, 10x
+// when the run was too short to extrapolate from), rounded up to the step and capped at the parameter's maximum.
+int64_t grown_size(int64_t size, double elapsed, double goal, const ParamSpec& spec, int64_t step) {
+  double mult = goal * 1.4 / std::max(elapsed, 1e-9);
+  mult = elapsed / goal > 0.1 ? std::min(mult, 10.0) : 10.0;
+  double next = std::max(double(size) * mult, double(size + 1));
+  next = std::min(next, spec.max);
+  int64_t n = int64_t(next);
+  n = (n + step - 1) / step * step;
+  while (double(n) > spec.max) n -= step;
+  return n;
+}
+
 }  // namespace
+
+int stop_all_runs(const std::string& reason) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> g(reg.mu);
+  for (const InFlight& r : reg.runs) r.ctl->stop_for(reason);
+  for (Control* c : reg.waiting) c->stop.store(true);
+  reg.cv.notify_all();
+  return int(reg.runs.size() + reg.waiting.size());
+}
+
+int runs_in_flight() {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> g(reg.mu);
+  return int(reg.runs.size());
+}
 
 RunResult run(const std::string& scenario_name, const std::map<std::string, Value>& given, const RunOptions& opt) {
   const ScenarioDef& def = find_scenario(scenario_name);
-  const Params params = Params::resolve(def.params, given, def.name);
-  std::unique_ptr<Scenario> sc = def.make(params);
-  return run_scenario(*sc, def.name, params, opt);
+  if (opt.grow && def.size_param.empty())
+    throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
+  if (!(opt.min_time_s >= 0))
+    throw std::invalid_argument("min_time_s: " + std::to_string(opt.min_time_s) + " (allowed: >= 0 seconds)");
+  std::map<std::string, Value> params = given;
+  Params resolved = Params::resolve(def.params, params, def.name);
+  std::unique_ptr<Scenario> sc = def.make(resolved);
+  RunResult r = run_scenario(*sc, def.name, resolved, opt);
+  if (!opt.grow) return r;
+  const ParamSpec& spec =
+      *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == def.size_param; });
+  const int64_t first = resolved.i(def.size_param);
+  int grown = 0;
+  std::string why_stopped;
+  while (!r.stopped && r.elapsed_s < opt.min_time_s) {
+    const int64_t size = resolved.i(def.size_param);
+    const int64_t next = grown_size(size, r.elapsed_s, opt.min_time_s, spec, def.size_step);
+    if (next <= size) {
+      why_stopped = def.size_param + " is at its maximum";
+      break;
+    }
+    params[def.size_param] = next;
+    try {
+      resolved = Params::resolve(def.params, params, def.name);
+      sc = def.make(resolved);
+      r = run_scenario(*sc, def.name, resolved, opt);
+    } catch (const std::invalid_argument& e) {  // the grown run does not fit (memory, topology): keep the last one
+      why_stopped = e.what();
+      break;
+    }
+    ++grown;
+  }
+  r.provenance.emplace_back("grow_param", def.size_param);
+  r.provenance.emplace_back("grown_from", first);
+  r.provenance.emplace_back("grow_steps", int64_t(grown));
+  r.provenance.emplace_back("grow_stopped", why_stopped);
+  return r;
 }
 
 RunResult run_scenario(Scenario& scenario, const std::string& name, const Params& params, const RunOptions& opt) {
@@ -82,26 +259,46 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   // The slots define the workers: a scenario's count may depend on the model (hugetlb_boot: padata's nworks).
   const std::vector<Slot> slots = sc->place(machine, opt.placement);
   const int n = int(slots.size());
-  const bool oversubscribed = machine.oversubscribed(n);
+  const int host_pus = machine.host().nr_pus();
+
+  Control ctl;
+  ctl.phase.workers = n;
+  const Registration in_flight(ctl, n, opt.exclusive, opt.poll);
+
+  // Oversubscription known before the start: workers sharing a host PU, other runs' workers, other runnable tasks.
+  const HostLoad load_start = read_host_load();
+  const int host_others = std::max(0, load_start.procs_running - 1);  // -1: this controlling thread
+  std::string over_why;
+  if (distinct_host_pus(slots) < n)
+    over_why = std::to_string(n) + " workers on " + std::to_string(distinct_host_pus(slots)) + " host PU(s)";
+  else if (in_flight.others + n > host_pus)
+    over_why = std::to_string(in_flight.others) + " workers of other runs in this process + " + std::to_string(n) +
+               " > " + std::to_string(host_pus) + " host PUs";
+  else if (host_others + n > host_pus)
+    over_why = std::to_string(host_others) + " other runnable task(s) on the host + " + std::to_string(n) +
+               " workers > " + std::to_string(host_pus) + " host PUs";
+  const bool spin_yield = !over_why.empty();
 
   LockConfig cfg = opt.locks;
   sc->lock_defaults(cfg);
-  LockDomain locks(cfg, opt.lockstat, oversubscribed);
+  LockDomain locks(cfg, opt.lockstat, spin_yield);
   locks.reset_stats(n);
-  const RunEnv env{machine, locks, slots, opt.seed, oversubscribed, &opt.poll};
+  const RunEnv env{machine, locks, slots, opt.seed, spin_yield, &opt.poll};
   (void)clock_calibration();  // calibrate before anything is timed
 
   check_memory(sc->memory_needed(machine));
   const std::string started = utc_now();
   sc->prepare(env);
 
-  Control ctl;
   std::vector<WorkerCtx> ctxs;
   ctxs.reserve(size_t(n));
-  for (const Slot& s : slots) ctxs.emplace_back(s, opt.seed, ctl.stop);
+  for (const Slot& s : slots) ctxs.emplace_back(s, opt.seed, ctl.stop, ctl.phase);
   std::vector<WorkerRow> rows(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  threads.reserve(size_t(n));
+  struct Span {
+    uint64_t start = 0, end = 0;
+    ThreadSched sched0;
+  };
+  std::vector<Span> spans(static_cast<size_t>(n));
 
   auto body = [&](int w) {
     WorkerCtx& ctx = ctxs[size_t(w)];
@@ -116,50 +313,56 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
                                                           " could not be bound to host PU " +
                                                           std::to_string(ctx.slot.host_pu) + ": " + b.error)));
     locks.attach(w, ctx.slot.model_pu);
-    ctl.count(&Control::ready);
-    ctl.go.wait(0);
+    // Arrive, and let the threads still being created (and the controller) have the CPUs until all are here;
+    // then spin on the gate, so that every worker sees the release within a cache-line transfer.
+    ctl.ready.fetch_add(1, std::memory_order_acq_rel);
+    while (ctl.ready.load(std::memory_order_acquire) < n && !ctl.stop.load(std::memory_order_relaxed)) sched_yield();
+    Span& span = spans[size_t(w)];
+    span.sched0 = read_thread_sched();
+    while (ctl.go.load(std::memory_order_acquire) == 0) {
+      if (spin_yield)
+        sched_yield();
+      else
+        cpu_pause();
+    }
     if (!ctl.stop.load()) {
-      const uint64_t t0 = clock_ticks();
+      span.start = clock_ticks();
+      ctl.phase.worker_started();
       try {
         sc->work(ctx);
       } catch (...) {
         ctl.fail(std::current_exception());
       }
-      const uint64_t t1 = ctx.timed_end() ? ctx.timed_end() : clock_ticks();
-      row.elapsed_s = ticks_to_ns(t1 - t0) * 1e-9;
+      ctx.end_timed();
+      span.end = ctx.timed_end();
     }
     LockDomain::detach();
-    ctl.count(&Control::done);
+    ctl.count_done();
   };
 
-  auto release_and_join = [&] {
-    ctl.go.store(1);
-    ctl.go.notify_all();
-    for (auto& t : threads) t.join();
-  };
-
+  WorkerThreads threads(ctl);
   try {
-    for (int w = 0; w < n; ++w) threads.emplace_back(body, w);
+    threads.start(n, body);
   } catch (const std::system_error& e) {
-    ctl.stop.store(true);
-    release_and_join();
-    throw std::runtime_error("could not start worker " + std::to_string(threads.size()) + " of " + std::to_string(n) +
-                             ": " + e.what());
+    const size_t got = threads.started();
+    threads.stop_and_join();
+    throw std::runtime_error("could not start worker " + std::to_string(got) + " of " + std::to_string(n) + ": " +
+                             e.what());
   }
-  {
-    std::unique_lock<std::mutex> g(ctl.mu);
-    ctl.cv.wait(g, [&] { return ctl.ready == n; });
-  }
+  while (ctl.ready.load(std::memory_order_acquire) < n) sched_yield();
 
   RunResult r;
+  int host_busiest = host_others;  // other runnable tasks seen at the start and at every poll
   const auto t_start = std::chrono::steady_clock::now();
-  ctl.go.store(1);
-  ctl.go.notify_all();
+  const uint64_t release = clock_ticks();
+  ctl.phase.raise(RunPhase::released);
+  ctl.go.store(1, std::memory_order_release);
   for (;;) {
     std::unique_lock<std::mutex> g(ctl.mu);
     if (ctl.cv.wait_for(g, kPollInterval, [&] { return ctl.done == n; })) break;
     g.unlock();
-    if (ctl.stop.load()) continue;  // already stopping (error): wait for the workers to notice
+    host_busiest = std::max(host_busiest, read_host_load().procs_running - n - 1);
+    if (ctl.stop.load()) continue;  // already stopping: wait for the workers to notice
     if (opt.poll && opt.poll()) {
       r.stopped = true;
       r.stop_reason = "interrupted";
@@ -171,29 +374,76 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       ctl.stop.store(true);
     }
   }
-  for (auto& t : threads) t.join();
+  threads.join();
   if (ctl.error) std::rethrow_exception(ctl.error);
+  if (!r.stopped) {
+    std::lock_guard<std::mutex> g(ctl.mu);  // stop_all_runs may be writing it from another thread
+    if (!ctl.stop_reason.empty()) {
+      r.stopped = true;
+      r.stop_reason = ctl.stop_reason;
+    }
+  }
+  const HostLoad load_end = read_host_load();
 
-  r.scenario = name;
-  for (const auto& [k, v] : params.values()) r.params.emplace_back(k, v);
+  // ---- the run's one clock ----
+  const double s_per_tick = clock_calibration().ns_per_tick * 1e-9;
+  double last_start = 0, first_end = INFINITY, last_end = 0, runq_share = 0;
   for (size_t w = 0; w < rows.size(); ++w) {
     WorkerRow& row = rows[w];
     const WorkerCtx& ctx = ctxs[w];
+    const Span& span = spans[w];
+    if (span.start) {
+      row.start_s = double(span.start - release) * s_per_tick;
+      row.end_s = double(span.end - release) * s_per_tick;
+      row.elapsed_s = row.end_s - row.start_s;
+      const ThreadSched& s1 = ctx.sched_at_end();
+      if (span.sched0.ok && s1.ok) {
+        row.cpu_s = double(s1.run_ns - span.sched0.run_ns) * 1e-9;
+        row.runq_wait_s = double(s1.wait_ns - span.sched0.wait_ns) * 1e-9;
+      }
+    }
+    last_start = std::max(last_start, row.start_s);
+    first_end = std::min(first_end, row.end_s);
+    last_end = std::max(last_end, row.end_s);
     row.ops = ctx.ops();
+    row.ops_window = ctx.ops_window();
     const LatencyHistogram& h = ctx.latency();
     row.lat_count = h.count();
-    row.lat_mean_ns = h.mean();
-    row.lat_p50_ns = h.percentile(0.50);
-    row.lat_p99_ns = h.percentile(0.99);
-    row.lat_max_ns = double(h.max());
+    if (h.count()) {
+      row.lat_mean_ns = h.mean();
+      row.lat_p50_ns = h.percentile(0.50);
+      row.lat_p99_ns = h.percentile(0.99);
+      row.lat_max_ns = double(h.max());
+    }
     row.allocs_recorded = ctx.allocs_recorded();
     row.alloc_digest = ctx.alloc_digest();
     row.metrics = std::move(ctxs[w].metrics());
   }
+  r.elapsed_s = last_end;
+  r.overlap = last_end > 0 ? std::max(0.0, first_end - last_start) / last_end : 0.0;
+  r.start_lag = last_end > 0 ? last_start / last_end : 0.0;
+  for (const WorkerRow& row : rows)
+    if (r.elapsed_s > 0 && !std::isnan(row.runq_wait_s))
+      runq_share = std::max(runq_share, row.runq_wait_s / r.elapsed_s);
+  if (over_why.empty() && runq_share > kRunqWaiting)
+    over_why = "a worker waited " + std::to_string(int(std::lround(runq_share * 100))) +
+               " % of the run for a CPU (schedstat run delay)";
+
+  r.scenario = name;
+  for (const auto& [k, v] : params.values()) r.params.emplace_back(k, v);
   r.workers = std::move(rows);
   r.lockstat = locks.rows();
+  r.lockstat_on = opt.lockstat;
 
+  r.summary.emplace_back("elapsed_s", r.elapsed_s);
   sc->finish(env, r);
+  // How far the timing can be trusted, after the scenario's own figures.
+  const bool poor = r.overlap < kOverlapGood && (r.start_lag > kSchedulerLost || runq_share > kSchedulerLost);
+  r.summary.emplace_back("overlap", r.overlap);
+  r.summary.emplace_back("start_lag", r.start_lag);
+  r.summary.emplace_back("overlap_poor", poor);
+  r.summary.emplace_back("short_run", r.elapsed_s < opt.min_time_s);
+  r.summary.emplace_back("runq_wait_share", runq_share);
 
   int bound = 0;
   for (const auto& w : r.workers) bound += w.bind_ok;
@@ -208,17 +458,28 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   p.emplace_back("model_pus", int64_t(model.nr_pus()));
   p.emplace_back("host_topology", machine.host().tree());
   p.emplace_back("host_nodes", int64_t(machine.host().nr_nodes()));
-  p.emplace_back("host_pus", int64_t(machine.host().nr_pus()));
+  p.emplace_back("host_pus", int64_t(host_pus));
   p.emplace_back("placement", to_string(opt.placement.policy));
   p.emplace_back("workers", int64_t(n));
   p.emplace_back("workers_bound", int64_t(bound));
-  p.emplace_back("oversubscribed", oversubscribed);
+  p.emplace_back("oversubscribed", !over_why.empty());
+  p.emplace_back("oversubscribed_why", over_why);
+  p.emplace_back("other_runs_workers", int64_t(in_flight.others));
+  p.emplace_back("exclusive", opt.exclusive);
+  p.emplace_back("host_load1_start", load_start.load1);
+  p.emplace_back("host_load1_end", load_end.load1);
+  p.emplace_back("host_other_runnable_start", int64_t(host_others));
+  p.emplace_back("host_other_runnable_max", int64_t(std::max(0, host_busiest)));
+  p.emplace_back("host_busy", host_others + n > host_pus || host_busiest + n > host_pus);
+  p.emplace_back("host_cpu_mhz_start", load_start.cpu_mhz);
+  p.emplace_back("host_cpu_mhz_end", load_end.cpu_mhz);
   p.emplace_back("lockstat", opt.lockstat);
   std::string kinds;
   for (const auto& c : lock_class_catalogue())
     kinds += (kinds.empty() ? "" : ", ") + std::string(c.name) + "=" + std::string(to_string(cfg.kind_for(c.name)));
   p.emplace_back("lock_kinds", kinds);
   p.emplace_back("seed", int64_t(opt.seed));
+  p.emplace_back("min_time_s", opt.min_time_s);
   p.emplace_back("clock", std::string(clock_source()));
   p.emplace_back("alloclab_version", version());
   p.emplace_back("hostname", hostname());

@@ -240,7 +240,7 @@ class HugetlbBoot final : public Scenario {
     tls_current = nullptr;
   }
 
-  void finish(const RunEnv& env, RunResult& r) override {
+  void finish(const RunEnv&, RunResult& r) override {
     hstate& h = *h_;
     const HugetlbCheck pool = hugetlb_->check_pool(h);
     if (!pool.ok) throw std::logic_error("hugetlb_boot: " + pool.summary());
@@ -271,10 +271,8 @@ class HugetlbBoot final : public Scenario {
     }
 
     auto lockstat = [&](const std::string& cls) -> int64_t {
-      if (!env.locks.lockstat()) return -1;
-      for (const auto& row : r.lockstat)
-        if (row.cls == cls) return int64_t(row.acquisitions);
-      return 0;
+      const LockStatRow* row = r.lock_row(cls);
+      return row ? int64_t(row->acquisitions) : 0;
     };
     // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
     // calls = nr_node_ids for gigantic), or once per folio.
@@ -284,9 +282,7 @@ class HugetlbBoot final : public Scenario {
     const int64_t hl = lockstat("hugetlb_lock");
     // ps.lock: each work takes it once, plus once more after each chunk.
     const int64_t pl_expected = plan_.nworks >= 2 ? int64_t(plan_.nworks) + int64_t(plan_.nr_chunks) : 0;
-    const int64_t pl = lockstat("padata_work_lock");
     const int64_t zl = lockstat("zone->lock");
-    double elapsed = r.workers.empty() ? 0.0 : r.workers[0].elapsed_s;
     const int nworks = plan_.nworks;
 
     std::string per_node, helper_nodes;
@@ -322,7 +318,6 @@ class HugetlbBoot final : public Scenario {
                                baseline_[size_t(n)].to_string());
 
     auto& s = r.summary;
-    s.emplace_back("elapsed_s", elapsed);
     s.emplace_back("allocated", int64_t(allocated));
     s.emplace_back("pool_digest", pool_digest);
     s.emplace_back("requested", int64_t(pages_));
@@ -340,21 +335,20 @@ class HugetlbBoot final : public Scenario {
     s.emplace_back("folio_order", int64_t(h.order));
     s.emplace_back("folio_kib", int64_t((PAGE_SIZE << h.order) >> 10));
     s.emplace_back("hugetlb_lock_mode", std::string(to_string(lock_mode_)));
-    s.emplace_back("hugetlb_lock_acquisitions", hl);
+    s.emplace_back("hugetlb_lock_acquisitions", r.lock_count("hugetlb_lock", &LockStatRow::acquisitions));
     s.emplace_back("hugetlb_lock_expected", hl_expected);
-    s.emplace_back("hugetlb_lock_exact", hl < 0 || hl == hl_expected);
-    s.emplace_back("padata_lock_acquisitions", pl);
+    s.emplace_back("hugetlb_lock_exact", r.lockstat_on && hl == hl_expected);
+    s.emplace_back("padata_lock_acquisitions", r.lock_count("padata_work_lock", &LockStatRow::acquisitions));
     s.emplace_back("padata_lock_expected", pl_expected);
-    s.emplace_back("zone_lock_acquisitions", zl);
-    s.emplace_back("zone_lock_per_folio", zl >= 0 && allocated ? double(zl) / double(allocated) : 0.0);
+    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
+    s.emplace_back("zone_lock_per_folio", r.lockstat_on && allocated ? double(zl) / double(allocated) : NAN);
     s.emplace_back("node_attempts", int64_t(attempts));
     // The seed's per-folio thread time: threads x wall / folios; and what the threads really spent on the CPU.
     s.emplace_back("thread_us_per_folio",
-                   allocated ? double(std::max(nworks, 1)) * elapsed * 1e6 / double(allocated) : 0.0);
+                   allocated ? double(std::max(nworks, 1)) * r.elapsed_s * 1e6 / double(allocated) : 0.0);
     s.emplace_back("cpu_us_per_folio", allocated ? double(cpu_ns) * 1e-3 / double(allocated) : 0.0);
     s.emplace_back("busy_us_per_folio", allocated ? ticks_to_ns(busy) * 1e-3 / double(allocated) : 0.0);
     s.emplace_back("per_node_folios", per_node);
-    s.emplace_back("oversubscribed", env.oversubscribed);
     if (gigantic_) {
       s.emplace_back("bootmem_folios", int64_t(bootmem_));
       s.emplace_back("bootmem_s", bootmem_s_);
@@ -482,6 +476,7 @@ ScenarioDef hugetlb_boot_scenario() {
                          "does; off by default since the seed's machines never hit it"),
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
+  d.size_param = "pages";
   return d;
 }
 

@@ -3,10 +3,12 @@
 // Each worker performs `iterations` acquisitions of one of `locks_n` locks (chosen with the worker's seeded
 // stream; with one lock every worker hammers the same one), holds it `hold_ns` (a calibrated busy-wait, while
 // incrementing the lock's protected counter) and thinks `think_ns` between acquisitions. Per worker: acquisitions,
-// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s,
-// fairness (Jain's index over the workers' throughputs, and max/min), wait and hold from lock_stat.
+// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s over
+// the run's one clock, fairness (Jain's index and max/min of the acquisitions each worker made while every worker
+// was running; NaN when some worker made none in that window), wait and hold from lock_stat (NaN without it).
 // Invariant: the protected counters add up to threads x iterations (mutual exclusion held), checked after every run.
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <stdexcept>
 
@@ -63,30 +65,27 @@ class LockZoo final : public Scenario {
     if (total != ops)
       throw std::logic_error("lock_zoo: mutual exclusion violated: protected counters sum to " + std::to_string(total) +
                              " but workers made " + std::to_string(ops) + " acquisitions");
-    double wall = 0, sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
+    // Throughput over the run's one clock; fairness over the window in which every worker was running (a worker
+    // that started late or ended early does not count as "fair" or "unfair" for the time it was not there).
+    double sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
     for (const auto& w : r.workers) {
-      wall = std::max(wall, w.elapsed_s);
-      const double x = w.elapsed_s > 0 ? double(w.ops) / w.elapsed_s : 0.0;
+      const double x = double(w.ops_window);
       sum += x;
       sum_sq += x * x;
       lo = std::min(lo, x);
       hi = std::max(hi, x);
     }
     const double n = double(r.workers.size());
-    double wait = 0, hold = 0;
-    for (const auto& row : r.lockstat)
-      if (row.cls == "lock_zoo") {
-        wait = row.wait_total_ns;
-        hold = row.hold_total_ns;
-      }
+    const bool window = lo > 0;  // every worker completed something while all were running
+    const double wait = r.lock_figure("lock_zoo", &LockStatRow::wait_total_ns);
+    const double hold = r.lock_figure("lock_zoo", &LockStatRow::hold_total_ns);
     r.summary.emplace_back("acquisitions", int64_t(ops));
-    r.summary.emplace_back("elapsed_s", wall);
-    r.summary.emplace_back("acquisitions_per_s", wall > 0 ? double(ops) / wall : 0.0);
-    r.summary.emplace_back("fairness_jain", sum_sq > 0 ? sum * sum / (n * sum_sq) : 1.0);
-    r.summary.emplace_back("fairness_max_min", lo > 0 ? hi / lo : 0.0);
+    r.summary.emplace_back("acquisitions_per_s", r.elapsed_s > 0 ? double(ops) / r.elapsed_s : NAN);
+    r.summary.emplace_back("fairness_jain", window ? sum * sum / (n * sum_sq) : NAN);
+    r.summary.emplace_back("fairness_max_min", window ? hi / lo : NAN);
     r.summary.emplace_back("wait_total_ns", wait);
     r.summary.emplace_back("hold_total_ns", hold);
-    r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : 0.0);
+    r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : NAN);
   }
 
  private:
@@ -119,7 +118,8 @@ ScenarioDef lock_zoo_scenario() {
               ParamSpec::integer("locks_n", 1, 1, 65536,
                                  "independent locks; each acquisition picks one at random (seeded)"),
           },
-          [](const Params& p) { return std::make_unique<LockZoo>(p); }};
+          [](const Params& p) { return std::make_unique<LockZoo>(p); },
+          "iterations"};
 }
 
 }  // namespace alloclab

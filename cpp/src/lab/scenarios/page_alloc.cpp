@@ -180,18 +180,17 @@ class PageAlloc final : public Scenario {
         if (key == "allocations") allocs += v;
       }
     const double n = double(r.workers.size());
-    uint64_t zl = 0, contentions = 0;
-    for (const auto& row : r.lockstat)
-      if (row.cls == "zone->lock") zl = row.acquisitions, contentions = row.contentions;
+    const LockStatRow* zone_row = r.lock_row("zone->lock");
+    const double zl = !r.lockstat_on ? NAN : zone_row ? double(zone_row->acquisitions) : 0.0;
     auto& s = r.summary;
     s.emplace_back("alloc_ns", alloc_ns / n);
     s.emplace_back("free_ns", free_ns / n);
     s.emplace_back("allocations", int64_t(allocs));
     s.emplace_back("alloc_failed", int64_t(failed));
     s.emplace_back("blocks_per_worker", int64_t(blocks_.empty() ? 0 : blocks_[0]));
-    s.emplace_back("zone_lock_acquisitions", int64_t(zl));
-    s.emplace_back("zone_lock_per_1k_allocs", allocs > 0 ? 1000.0 * double(zl) / allocs : 0.0);
-    s.emplace_back("zone_lock_contentions", int64_t(contentions));
+    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
+    s.emplace_back("zone_lock_per_1k_allocs", allocs > 0 ? 1000.0 * zl / allocs : NAN);
+    s.emplace_back("zone_lock_contentions", r.lock_count("zone->lock", &LockStatRow::contentions));
     s.emplace_back("pcp_hit_share", st.pcp.allocs + st.zone.rmqueue_buddy
                                         ? double(st.pcp.allocs) / double(st.pcp.allocs + st.zone.rmqueue_buddy)
                                         : 0.0);
@@ -254,7 +253,8 @@ ScenarioDef page_alloc_scenario() {
           ParamSpec::integer("node", -1, -1, MAX_NUMNODES - 1, "node allocated from; -1 = the worker's own node"),
           ParamSpec::choice("gfp", "movable", {"movable", "kernel"}, "GFP_HIGHUSER_MOVABLE or GFP_KERNEL"),
       },
-      [](const Params& p) { return std::make_unique<PageAlloc>(p); }};
+      [](const Params& p) { return std::make_unique<PageAlloc>(p); },
+      "iterations"};
 }
 
 }  // namespace alloclab

@@ -199,22 +199,11 @@ class PcpRefill final : public Scenario {
                                        ") = " + std::to_string(expected)
                                  : "threads x 2 x count = " + std::to_string(T) + " x 2 x " + std::to_string(count_) +
                                        " = " + std::to_string(expected);
-    uint64_t zl = 0, pl = 0;
-    double hold_avg = 0, wait_avg = 0;
-    uint64_t contentions = 0;
-    bool have_stat = false;
-    for (const auto& row : r.lockstat) {
-      if (row.cls == "zone->lock") {
-        zl = row.acquisitions;
-        hold_avg = row.hold_avg_ns;
-        wait_avg = row.wait_avg_ns;
-        contentions = row.contentions;
-        have_stat = true;
-      }
-      if (row.cls == "pcp->lock") pl = row.acquisitions;
-    }
+    const LockStatRow* zone_row = r.lock_row("zone->lock");
+    const LockStatRow* pcp_row = r.lock_row("pcp->lock");
+    const uint64_t zl = zone_row ? zone_row->acquisitions : 0, pl = pcp_row ? pcp_row->acquisitions : 0;
     const bool applies = !r.stopped && failed == 0 && allocations == T * count_;
-    const bool lockstat_on = env_lockstat(r);
+    const bool lockstat_on = r.lockstat_on;
     if (applies && st.zone.lock_acquisitions != expected)
       throw std::logic_error("pcp_refill: the model took zone->lock " + std::to_string(st.zone.lock_acquisitions) +
                              " times, the formula says " + formula);
@@ -238,14 +227,14 @@ class PcpRefill final : public Scenario {
     s.emplace_back("pages_checked_after_unlock", int64_t(st.pcp.pages_checked_after_unlock));
     s.emplace_back("refill_hold_ns",
                    st.zone.rmqueue_bulk ? ticks_to_ns(st.zone.rmqueue_bulk_ticks) / double(st.zone.rmqueue_bulk) : 0.0);
-    s.emplace_back("zone_lock_acquisitions", have_stat ? int64_t(zl) : int64_t(-1));
+    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
     s.emplace_back("zone_lock_expected", int64_t(expected));
     s.emplace_back("zone_lock_formula", formula);
     s.emplace_back("zone_lock_exact", applies && (!lockstat_on || zl == expected));
-    s.emplace_back("zone_lock_contentions", int64_t(contentions));
-    s.emplace_back("zone_lock_wait_avg_ns", wait_avg);
-    s.emplace_back("zone_lock_hold_avg_ns", hold_avg);
-    s.emplace_back("pcp_lock_acquisitions", int64_t(pl));
+    s.emplace_back("zone_lock_contentions", r.lock_count("zone->lock", &LockStatRow::contentions));
+    s.emplace_back("zone_lock_wait_avg_ns", r.lock_figure("zone->lock", &LockStatRow::wait_avg_ns));
+    s.emplace_back("zone_lock_hold_avg_ns", r.lock_figure("zone->lock", &LockStatRow::hold_avg_ns));
+    s.emplace_back("pcp_lock_acquisitions", r.lock_count("pcp->lock", &LockStatRow::acquisitions));
     s.emplace_back("pcp_lock_expected", int64_t(pcp_expected));
     s.emplace_back("pcp_batch", int64_t(p0.batch));
     s.emplace_back("pcp_high", int64_t(p0.high_min));
@@ -257,11 +246,6 @@ class PcpRefill final : public Scenario {
   }
 
  private:
-  static bool env_lockstat(const RunResult& r) {
-    // The runner adds provenance after finish(); lock_stat rows exist only when it was on.
-    return !r.lockstat.empty();
-  }
-
   int threads_;
   unsigned order_;
   uint64_t count_;
@@ -300,7 +284,8 @@ ScenarioDef pcp_refill_scenario() {
               ParamSpec::choice("gfp", "movable", {"movable", "kernel"},
                                 "GFP_HIGHUSER_MOVABLE, or GFP_KERNEL (unmovable: steals movable pageblocks)"),
           },
-          [](const Params& p) { return std::make_unique<PcpRefill>(p); }};
+          [](const Params& p) { return std::make_unique<PcpRefill>(p); },
+          "count"};
 }
 
 }  // namespace alloclab

@@ -146,32 +146,30 @@ class ShmemFault final : public Scenario {
     if (!after.ok || after.allocated_pages != 0)
       throw std::logic_error("shmem_fault: after munmap and truncate: " + after.summary());
 
-    double wall = 0, ns_sum = 0;
+    const double wall = r.elapsed_s;
+    double ns_sum = 0;
     for (const auto& w : r.workers) {
-      wall = std::max(wall, w.elapsed_s);
       for (const auto& [k, v] : w.metrics)
         if (k == "ns_per_fault") ns_sum += v;
     }
-    const LockStatRow* info = row(r, "info->lock");
-    const LockStatRow* tree = row(r, variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock");
-    const LockStatRow* zone = row(r, "zone->lock");
+    const char* tree_class = variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock";
+    const LockStatRow* zone = r.lock_row("zone->lock");
     const double faults = double(s.faults);
     auto& m = r.summary;
     m.emplace_back("fault_handler", std::string(file_->fault_handler()));
     m.emplace_back("faults", int64_t(s.faults));
     m.emplace_back("faults_per_s", wall > 0 ? faults / wall : 0.0);
-    m.emplace_back("elapsed_s", wall);
     m.emplace_back("ns_per_fault", r.workers.empty() ? 0.0 : ns_sum / double(r.workers.size()));
     m.emplace_back("info_lock_per_fault", faults > 0 ? double(s.info_lock) / faults : 0.0);
     m.emplace_back("info_lock_acquisitions", int64_t(s.info_lock));
-    m.emplace_back("info_lock_contentions", int64_t(info ? info->contentions : 0));
-    m.emplace_back("info_lock_wait_ns", info ? info->wait_total_ns : 0.0);
-    m.emplace_back("info_lock_hold_ns", info ? info->hold_total_ns : 0.0);
+    m.emplace_back("info_lock_contentions", r.lock_count("info->lock", &LockStatRow::contentions));
+    m.emplace_back("info_lock_wait_ns", r.lock_figure("info->lock", &LockStatRow::wait_total_ns));
+    m.emplace_back("info_lock_hold_ns", r.lock_figure("info->lock", &LockStatRow::hold_total_ns));
     m.emplace_back("tree_lock_per_fault", faults > 0 ? double(s.tree_lock) / faults : 0.0);
     m.emplace_back("tree_lock_acquisitions", int64_t(s.tree_lock));
-    m.emplace_back("tree_lock_contentions", int64_t(tree ? tree->contentions : 0));
-    m.emplace_back("tree_lock_wait_ns", tree ? tree->wait_total_ns : 0.0);
-    m.emplace_back("tree_lock_hold_ns", tree ? tree->hold_total_ns : 0.0);
+    m.emplace_back("tree_lock_contentions", r.lock_count(tree_class, &LockStatRow::contentions));
+    m.emplace_back("tree_lock_wait_ns", r.lock_figure(tree_class, &LockStatRow::wait_total_ns));
+    m.emplace_back("tree_lock_hold_ns", r.lock_figure(tree_class, &LockStatRow::hold_total_ns));
     m.emplace_back("lru_lock_acquisitions", int64_t(s.lru_lock));
     m.emplace_back("zone_lock_acquisitions", int64_t(zone ? zone->acquisitions : ms_stats.zone.lock_acquisitions));
     m.emplace_back("mmap_sem_reads", int64_t(s.mmap_sem));
@@ -255,12 +253,6 @@ class ShmemFault final : public Scenario {
                             format_bytes(mem) + " + PTEs and page-cache tree " + format_bytes(side)};
   }
 
-  static const LockStatRow* row(const RunResult& r, const std::string& cls) {
-    for (const auto& x : r.lockstat)
-      if (x.cls == cls) return &x;
-    return nullptr;
-  }
-
   // The exact counts of shmem.hpp, against the fault path's own counters and against lock_stat: the mismatches,
   // empty when every count is what the formulas say.
   std::string check_counts(const ShmemStats& s, const ShmemCheck& c, const RunResult& r, bool lockstat) const {
@@ -299,7 +291,7 @@ class ShmemFault final : public Scenario {
     }
     if (lockstat) {
       const auto acq = [&](const std::string& cls) -> uint64_t {
-        const LockStatRow* x = row(r, cls);
+        const LockStatRow* x = r.lock_row(cls);
         return x ? x->acquisitions : 0;
       };
       expect(acq("info->lock") == s.info_lock, "lock_stat info->lock " + n(acq("info->lock")));
@@ -346,7 +338,8 @@ ScenarioDef shmem_fault_scenario() {
               ParamSpec::integer("fault_ns", 0, 0, 10'000'000,
                                  "trap + page-table walk + PTE install, a busy-wait outside every lock (0: none)"),
           },
-          [](const Params& p) { return std::make_unique<ShmemFault>(p); }};
+          [](const Params& p) { return std::make_unique<ShmemFault>(p); },
+          "pages_per_thread"};
 }
 
 }  // namespace alloclab

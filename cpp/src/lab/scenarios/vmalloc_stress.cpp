@@ -306,12 +306,6 @@ class VmallocStress final : public Scenario {
   uint64_t held_from_prepare_ = 0;
 };
 
-const LockStatRow* row_of(const RunResult& r, std::string_view cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return &row;
-  return nullptr;
-}
-
 void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   auto bug = [](const std::string& what) { throw std::logic_error("vmalloc_stress: " + what); };
   const VmallocStats st = space_->stats();  // the workers' events (the controller's were reset after prepare)
@@ -330,7 +324,7 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   // lock_stat counted the same acquisitions independently (worker threads only).
   if (env.locks.lockstat()) {
     auto check = [&](std::string_view cls, uint64_t want) {
-      const LockStatRow* row = row_of(r, cls);
+      const LockStatRow* row = r.lock_row(cls);
       const uint64_t got = row ? row->acquisitions : 0;
       if (got != want)
         bug("lock_stat counts " + std::to_string(got) + " acquisitions of " + std::string(cls) + ", the model " +
@@ -379,18 +373,13 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
     if (rep.allocated_pages) bug(std::to_string(rep.allocated_pages) + " pages still allocated after every vfree");
   }
 
-  double wall = 0;
+  const double wall = r.elapsed_s;
   uint64_t ops = 0;
-  for (const auto& w : r.workers) {
-    wall = std::max(wall, w.elapsed_s);
-    ops += w.ops;
-  }
-  const LockStatRow* busy = row_of(r, space_->busy_lock_class());
-  const LockStatRow* freel = row_of(r, "free_vmap_area_lock");
+  for (const auto& w : r.workers) ops += w.ops;
+  const std::string_view busy = space_->busy_lock_class();
   auto per = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
   auto& s = r.summary;
   s.emplace_back("ops", int64_t(ops));
-  s.emplace_back("elapsed_s", wall);
   s.emplace_back("ops_per_s", wall > 0 ? double(ops) / wall : 0.0);
   s.emplace_back("allocs", int64_t(st.allocs));
   s.emplace_back("alloc_failures", int64_t(st.alloc_failures));
@@ -403,12 +392,12 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("busy_lock_per_alloc", per(st.busy_lock_alloc, st.allocs));
   s.emplace_back("busy_lock_per_free", per(st.busy_lock_free, st.frees));
   s.emplace_back("busy_lock_acquisitions", int64_t(st.busy_lock_alloc + st.busy_lock_free));
-  s.emplace_back("busy_lock_contentions", int64_t(busy ? busy->contentions : 0));
-  s.emplace_back("busy_lock_wait_ns", busy ? busy->wait_total_ns : 0.0);
-  s.emplace_back("busy_lock_hold_ns", busy ? busy->hold_total_ns : 0.0);
+  s.emplace_back("busy_lock_contentions", r.lock_count(busy, &LockStatRow::contentions));
+  s.emplace_back("busy_lock_wait_ns", r.lock_figure(busy, &LockStatRow::wait_total_ns));
+  s.emplace_back("busy_lock_hold_ns", r.lock_figure(busy, &LockStatRow::hold_total_ns));
   s.emplace_back("free_lock_per_alloc", per(st.free_lock_alloc, st.allocs));
-  s.emplace_back("free_lock_contentions", int64_t(freel ? freel->contentions : 0));
-  s.emplace_back("free_lock_wait_ns", freel ? freel->wait_total_ns : 0.0);
+  s.emplace_back("free_lock_contentions", r.lock_count("free_vmap_area_lock", &LockStatRow::contentions));
+  s.emplace_back("free_lock_wait_ns", r.lock_figure("free_vmap_area_lock", &LockStatRow::wait_total_ns));
   s.emplace_back("pool_hits", int64_t(st.pool_hits));
   s.emplace_back("pool_hit_ratio", per(st.pool_hits, st.pool_hits + st.pool_misses));
   s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
@@ -473,7 +462,8 @@ ScenarioDef vmalloc_stress_scenario() {
           ParamSpec::integer("map_ns_per_page", 20, 0, 1'000'000,
                              "vmap_pages_range() / vunmap cost per page (map_pages; calibrated busy-wait)"),
       },
-      [](const Params& p) { return std::make_unique<VmallocStress>(p); }};
+      [](const Params& p) { return std::make_unique<VmallocStress>(p); },
+      "ops"};
 }
 
 }  // namespace alloclab
