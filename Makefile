@@ -60,13 +60,14 @@ test-tsan: install
 	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 $(CTEST) --output-on-failure -j2
 
 lint: install
+	$(VPY) tools/check_layers.py
 	clang-format --dry-run --Werror $$(find cpp -name '*.cpp' -o -name '*.hpp')
-	$(VENV)/bin/ruff check python $(wildcard experiments)
-	$(VENV)/bin/ruff format --check python $(wildcard experiments)
+	$(VENV)/bin/ruff check python tools $(wildcard experiments)
+	$(VENV)/bin/ruff format --check python tools $(wildcard experiments)
 
 format: install
 	clang-format -i $$(find cpp -name '*.cpp' -o -name '*.hpp')
-	$(VENV)/bin/ruff format python $(wildcard experiments)
+	$(VENV)/bin/ruff format python tools $(wildcard experiments)
 
 # --- set-up ---------------------------------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "alloclab/lock_class.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/scenario.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock_class.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace py = pybind11;
 using namespace alloclab;

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/address_space.hpp"
 #include "alloclab/mm/cma.hpp"
 #include "alloclab/mm/lruvec.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/migrate.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;

@@ -8,9 +8,9 @@
 #include <string>
 #include <variant>
 
-#include "alloclab/lock_class.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/scenario.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock_class.hpp"
 
 using namespace alloclab;
 

@@ -11,12 +11,12 @@
 #include <set>
 #include <string>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/kernel/padata.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/hugetlb.hpp"
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/padata.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <thread>
 
-#include "alloclab/histogram.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/scenario.hpp"
+#include "alloclab/base/histogram.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/lab/scenario.hpp"
 
 using namespace alloclab;
 

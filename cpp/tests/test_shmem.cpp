@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/shmem.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;

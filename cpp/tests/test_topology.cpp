@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "alloclab/rng.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/base/rng.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 using namespace alloclab;
 using namespace alloclab::vmalloc;

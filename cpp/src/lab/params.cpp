@@ -1,5 +1,5 @@
 // Parameter declaration and validation (see params.hpp).
-#include "alloclab/params.hpp"
+#include "alloclab/lab/params.hpp"
 
 #include <cmath>
 #include <sstream>

@@ -1,5 +1,5 @@
 // The runner (see runner.hpp).
-#include "alloclab/runner.hpp"
+#include "alloclab/lab/runner.hpp"
 
 #include <sched.h>
 #include <unistd.h>
@@ -15,10 +15,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/host_load.hpp"
-#include "alloclab/lock_domain.hpp"
-#include "alloclab/scenario.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock_domain.hpp"
+#include "alloclab/topology/host_load.hpp"
 
 #ifndef ALLOCLAB_VERSION
 #define ALLOCLAB_VERSION "0.0.0"

@@ -1,11 +1,11 @@
 // LockDomain: lock classes of a run, per-worker lock_stat slots, merge and /proc/lock_stat text (see header).
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 
 namespace alloclab {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 
 namespace alloclab::mm {
 

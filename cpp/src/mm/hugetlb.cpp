@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/padata.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/kernel/padata.hpp"
 
 namespace alloclab::mm {
 

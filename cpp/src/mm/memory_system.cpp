@@ -3,7 +3,7 @@
 // See memory_system.hpp for what is modelled and what is not.
 #include "alloclab/mm/memory_system.hpp"
 
-#include "alloclab/host_memory.hpp"
+#include "alloclab/topology/host_memory.hpp"
 
 #include <unistd.h>
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 #include "alloclab/mm/address_space.hpp"
 #include "alloclab/mm/lruvec.hpp"
 #include "alloclab/mm/memory_system.hpp"

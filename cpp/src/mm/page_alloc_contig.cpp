@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 
 namespace alloclab::mm {

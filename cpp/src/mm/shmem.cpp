@@ -154,7 +154,7 @@ void ShmemFile::lock_page(ShmemTask& t, Page& p) {
       if (spin_yield_)
         sched_yield();
       else
-        cpu_relax();
+        cpu_pause();
     }
   } while (!trylock_page(p));
 }

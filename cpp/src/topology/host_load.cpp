@@ -1,5 +1,5 @@
 // Host load and per-thread scheduler accounting (see host_load.hpp).
-#include "alloclab/host_load.hpp"
+#include "alloclab/topology/host_load.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Topology, Machine and NodeMemory over hwloc 2 (see topology.hpp).
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 #include <hwloc.h>
 #include <sched.h>

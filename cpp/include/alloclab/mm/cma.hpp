@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
 

@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 
 namespace alloclab::mm {

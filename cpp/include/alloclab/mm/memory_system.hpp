@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/gfp.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/pcp.hpp"
 #include "alloclab/mm/zone.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace alloclab::mm {
 

@@ -28,7 +28,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/zone.hpp"
 

@@ -53,8 +53,8 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/lock.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_cache.hpp"
 

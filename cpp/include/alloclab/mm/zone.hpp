@@ -35,7 +35,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/gfp.hpp"
 #include "alloclab/mm/page.hpp"
 

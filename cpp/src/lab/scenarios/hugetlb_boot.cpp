@@ -42,9 +42,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "alloclab/kernel/padata.hpp"
 #include "alloclab/mm/hugetlb.hpp"
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/padata.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {

@@ -12,12 +12,16 @@
 #include <deque>
 #include <stdexcept>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
 
 namespace {
+
+// The class of the locks lock_zoo hammers: the lab's own, not a kernel one.
+const LockClassRegistrar kLockZooClass({"lock_zoo", LockNature::spinlock,
+                                        "alloclab's lock_zoo scenario: the lock(s) its workers hammer"});
 
 struct alignas(64) Protected {
   uint64_t counter = 0;  // only touched under its lock

@@ -1,7 +1,7 @@
 // The scenario catalogue: one factory per scenario file. registry.cpp lists them; add a line there for a new one.
 #pragma once
 
-#include "alloclab/scenario.hpp"
+#include "alloclab/lab/scenario.hpp"
 
 namespace alloclab {
 

@@ -26,9 +26,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "alloclab/lab/runner.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/shmem.hpp"
-#include "alloclab/runner.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {

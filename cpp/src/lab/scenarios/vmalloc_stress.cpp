@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {

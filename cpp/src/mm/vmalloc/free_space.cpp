@@ -1,5 +1,5 @@
 // Lowest-fit search and va_clip over the augmented free tree (see free_space.hpp).
-#include "alloclab/vmalloc/free_space.hpp"
+#include "alloclab/mm/vmalloc/free_space.hpp"
 
 namespace alloclab::vmalloc {
 

@@ -1,6 +1,6 @@
 // VmallocSpace: set-up, __get_vm_area_node(), alloc_vmap_area(), setup_vmalloc_vm(), remove_vm_area(), vfree()
 // (see vmalloc.hpp). Linux v6.9+ mm/vmalloc.c, with the v6.7 shape when nr_vmap_nodes = 1.
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 #include <bit>
 #include <stdexcept>

@@ -1,8 +1,8 @@
 // vmap nodes and their size-class pools (see vmap_node.hpp): node_alloc(), node_pool_del_va(),
 // node_pool_add_va(), decay_va_pool_node(), reclaim_list_global(). Linux v6.9+ mm/vmalloc.c.
-#include "alloclab/vmalloc/vmap_node.hpp"
+#include "alloclab/mm/vmalloc/vmap_node.hpp"
 
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -17,7 +17,7 @@ void SiteLock::raw_lock() {
       if (yield_)
         sched_yield();
       else
-        cpu_relax();
+        cpu_pause();
     }
   }
 }

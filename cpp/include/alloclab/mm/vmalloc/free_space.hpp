@@ -16,7 +16,7 @@
 // Leaves out: nothing of the algorithm; kmem_cache_alloc(GFP_NOWAIT) of an NE object never fails here.
 #pragma once
 
-#include "alloclab/vmalloc/va_tree.hpp"
+#include "alloclab/mm/vmalloc/va_tree.hpp"
 
 namespace alloclab::vmalloc {
 

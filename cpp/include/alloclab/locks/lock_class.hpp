@@ -13,20 +13,9 @@
 #include <string>
 #include <string_view>
 
+#include "alloclab/locks/lock_kinds.hpp"
+
 namespace alloclab {
-
-// The primitives a lock site can use. See lock.hpp for what each one does.
-enum class LockKind : uint8_t { mutex, pthread, spin, ticket, mcs };
-
-struct LockKindInfo {
-  LockKind kind;
-  std::string_view name;
-  std::string_view doc;
-};
-std::span<const LockKindInfo> lock_kinds();
-std::string_view to_string(LockKind k);
-// Parses a kind name; throws std::invalid_argument naming `param`, the value and the allowed names.
-LockKind parse_lock_kind(std::string_view name, std::string_view param);
 
 enum class LockNature : uint8_t { spinlock, mutex, rwsem };
 
@@ -35,9 +24,18 @@ struct LockClassDef {
   LockNature nature;       // what the kernel uses
   std::string_view where;  // kernel file / struct it lives in
 };
-// Every lock class the models use. A class not listed here cannot be configured (typos are errors).
+std::string_view to_string(LockNature n);  // "spinlock", "mutex", "rwsem"
+
+// Every lock class the models use: the kernel's (lock_class.cpp) and those that lab code registers for its own
+// benchmarks. A class not listed here cannot be configured (typos are errors).
 std::span<const LockClassDef> lock_class_catalogue();
 const LockClassDef* find_lock_class(std::string_view name);
+// Adds a class to the catalogue; call it during static initialisation (LockClassRegistrar), before any LockDomain
+// exists. Throws std::logic_error for a name that is already there.
+void register_lock_class(const LockClassDef& def);
+struct LockClassRegistrar {
+  explicit LockClassRegistrar(const LockClassDef& def) { register_lock_class(def); }
+};
 
 // class name -> primitive, for one run. Unset classes take the default of their nature
 // (spinlock/rwsem -> mcs, mutex -> mutex).

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock_class.hpp"
+#include "alloclab/locks/lock_class.hpp"
 
 namespace alloclab {
 

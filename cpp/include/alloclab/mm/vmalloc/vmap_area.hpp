@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "alloclab/vmalloc/list.hpp"
-#include "alloclab/vmalloc/rbtree.hpp"
+#include "alloclab/mm/vmalloc/list.hpp"
+#include "alloclab/mm/vmalloc/rbtree.hpp"
 
 namespace alloclab::mm {
 struct Page;

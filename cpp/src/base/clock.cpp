@@ -1,5 +1,5 @@
 // Clock calibration: rdtsc against steady_clock over ~20 ms, once, at library load.
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 
 #include <chrono>
 #include <thread>

@@ -16,12 +16,12 @@
 #include <memory>
 #include <string>
 
-#include "alloclab/host_memory.hpp"
-#include "alloclab/lock_class.hpp"
-#include "alloclab/params.hpp"
-#include "alloclab/result.hpp"
-#include "alloclab/scenario.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/lab/params.hpp"
+#include "alloclab/lab/result.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock_class.hpp"
+#include "alloclab/topology/host_memory.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace alloclab {
 

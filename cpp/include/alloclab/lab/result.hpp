@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/lock_domain.hpp"
-#include "alloclab/params.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/lab/params.hpp"
+#include "alloclab/locks/lock_domain.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace alloclab {
 

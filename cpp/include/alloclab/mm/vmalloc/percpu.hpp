@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <new>
 
-#include "alloclab/vmalloc/vmap_area.hpp"
+#include "alloclab/mm/vmalloc/vmap_area.hpp"
 
 namespace alloclab::vmalloc {
 

@@ -12,15 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/histogram.hpp"
-#include "alloclab/host_load.hpp"
-#include "alloclab/host_memory.hpp"
-#include "alloclab/lock_domain.hpp"
-#include "alloclab/params.hpp"
-#include "alloclab/result.hpp"
-#include "alloclab/rng.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/base/digest.hpp"
+#include "alloclab/base/histogram.hpp"
+#include "alloclab/base/rng.hpp"
+#include "alloclab/lab/params.hpp"
+#include "alloclab/lab/result.hpp"
+#include "alloclab/locks/lock_domain.hpp"
+#include "alloclab/topology/host_load.hpp"
+#include "alloclab/topology/host_memory.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace alloclab {
 
@@ -50,12 +51,6 @@ struct RunEnv {
   mutable uint64_t calls_ = 0, last_poll_ = 0;
   uint64_t poll_ticks_ = ns_to_ticks(50'000'000);
 };
-
-// One step of an order-sensitive digest of addresses (WorkerCtx::record_alloc, hugetlb_boot's pool_digest).
-inline uint64_t digest_step(uint64_t digest, uint64_t addr) {
-  digest = (digest ^ addr) * 0x9e3779b97f4a7c15ull;
-  return digest ^ (digest >> 29);
-}
 
 // The phases of one run that every worker sees: released, every worker started, the first worker ended. Workers
 // look at it once per add_ops() (one relaxed load of a line that changes three times per run), so each can count

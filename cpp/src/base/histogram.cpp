@@ -1,5 +1,5 @@
 // LatencyHistogram (see histogram.hpp).
-#include "alloclab/histogram.hpp"
+#include "alloclab/base/histogram.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -12,9 +12,9 @@
 
 #include <vector>
 
-#include "alloclab/vmalloc/percpu.hpp"
-#include "alloclab/vmalloc/rbtree.hpp"
-#include "alloclab/vmalloc/vmap_area.hpp"
+#include "alloclab/mm/vmalloc/percpu.hpp"
+#include "alloclab/mm/vmalloc/rbtree.hpp"
+#include "alloclab/mm/vmalloc/vmap_area.hpp"
 
 namespace alloclab::vmalloc {
 

@@ -1,7 +1,7 @@
 // The list of scenarios, in the order `al.scenarios()` shows them.
 #include <stdexcept>
 
-#include "scenarios.hpp"
+#include "scenarios/scenarios.hpp"
 
 namespace alloclab {
 

@@ -36,7 +36,7 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 
 namespace alloclab {
 

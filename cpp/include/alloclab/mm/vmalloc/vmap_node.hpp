@@ -23,8 +23,8 @@
 #include <optional>
 #include <string_view>
 
-#include "alloclab/lock.hpp"
-#include "alloclab/vmalloc/va_tree.hpp"
+#include "alloclab/locks/lock.hpp"
+#include "alloclab/mm/vmalloc/va_tree.hpp"
 
 namespace alloclab::vmalloc {
 

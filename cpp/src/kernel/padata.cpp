@@ -1,5 +1,5 @@
 // padata multithreaded jobs (see padata.hpp). Models kernel/padata.c of v6.9 (+ the v6.11 chunk_size >= 1 fix).
-#include "alloclab/padata.hpp"
+#include "alloclab/kernel/padata.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "alloclab/lock.hpp"
-#include "alloclab/vmalloc/free_space.hpp"
-#include "alloclab/vmalloc/vmap_node.hpp"
+#include "alloclab/locks/lock.hpp"
+#include "alloclab/mm/vmalloc/free_space.hpp"
+#include "alloclab/mm/vmalloc/vmap_node.hpp"
 
 namespace alloclab::vmalloc {
 
