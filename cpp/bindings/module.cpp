@@ -212,6 +212,9 @@ py::list scenarios_py() {
     sd["name"] = d.name;
     sd["doc"] = d.doc;
     sd["params"] = params;
+    py::dict small;
+    for (const auto& [k, v] : d.small) small[py::str(k)] = from_value(v);
+    sd["small"] = small;
     out.append(sd);
   }
   return out;

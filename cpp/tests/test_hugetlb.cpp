@@ -293,7 +293,7 @@ TEST(HugetlbBoot, NworksChunkSizeAndLockCountsFollowTheKernelFormula) {
       if (s.pages % (s.nodes * s.k) == 0 && std::string(hl) == "per_worker") {
         EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), int64_t(nworks));
       }
-      EXPECT_TRUE(sbool(r, "hugetlb_lock_exact"));
+      EXPECT_TRUE(sbool(r, "lock_counts_exact"));
       // ps.lock: once per work plus once after each chunk; none when nworks == 1.
       EXPECT_EQ(sint(r, "padata_lock_acquisitions"), nworks >= 2 ? int64_t(nworks + chunks) : 0);
       EXPECT_TRUE(sbool(r, "memory_returned"));
@@ -385,7 +385,7 @@ TEST(HugetlbBoot, RunningOutOfMemoryIsAResult) {
   EXPECT_GT(sint(r, "allocated"), 0);
   EXPECT_NE(std::get<std::string>(summary(r, "warning")).find("Only allocated"), std::string::npos);
   EXPECT_TRUE(sbool(r, "memory_returned"));
-  EXPECT_TRUE(sbool(r, "hugetlb_lock_exact"));
+  EXPECT_TRUE(sbool(r, "lock_counts_exact"));
 }
 
 TEST(HugetlbBoot, MemorylessNodesGetHelpersButNoFolios) {

@@ -195,6 +195,29 @@ int64_t grown_size(int64_t size, double elapsed, double goal, const ParamSpec& s
   return n;
 }
 
+// lock_stat against each expectation: a mismatch is an error naming the class, both numbers and the formula.
+void check_lock_counts(const std::vector<LockExpectation>& expected, const RunResult& r) {
+  if (!r.lockstat_on) return;
+  for (const LockExpectation& e : expected) {
+    const LockStatRow* row = r.lock_row(e.cls);
+    const uint64_t got = row ? row->acquisitions : 0;
+    if (got != e.expected)
+      throw std::runtime_error("lock counts: lock_stat counted " + std::to_string(got) + " acquisitions of " + e.cls +
+                               ", the formula says " + std::to_string(e.expected) + ": " + e.formula);
+  }
+}
+
+// The same columns for every scenario: <key>_acquisitions (lock_stat, or not measured), <key>_expected,
+// <key>_formula, and lock_counts_exact (True, or not measured when lock_stat was off or no formula applied).
+void append_lock_counts(const std::vector<LockExpectation>& expected, RunResult& r) {
+  for (const LockExpectation& e : expected) {
+    r.summary.emplace_back(e.key + "_acquisitions", r.lock_count(e.cls, &LockStatRow::acquisitions));
+    r.summary.emplace_back(e.key + "_expected", int64_t(e.expected));
+    r.summary.emplace_back(e.key + "_formula", e.formula);
+  }
+  r.summary.emplace_back("lock_counts_exact", r.lockstat_on && !expected.empty() ? Value(true) : kNotMeasured);
+}
+
 }  // namespace
 
 int stop_all_runs(const std::string& reason) {
@@ -436,7 +459,11 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   r.lockstat_on = opt.lockstat;
 
   r.summary.emplace_back("elapsed_s", r.elapsed_s);
+  const std::vector<LockExpectation> expected =
+      r.stopped ? std::vector<LockExpectation>{} : sc->lock_expectations(env, r);
+  check_lock_counts(expected, r);
   sc->finish(env, r);
+  append_lock_counts(expected, r);
   // How far the timing can be trusted, after the scenario's own figures.
   const bool poor = r.overlap < kOverlapGood && (r.start_lag > kSchedulerLost || runq_share > kSchedulerLost);
   r.summary.emplace_back("overlap", r.overlap);

@@ -144,7 +144,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         .agg(
             zone_lock_acquisitions=("zone_lock_acquisitions", "max"),
             zone_lock_expected=("zone_lock_expected", "max"),
-            zone_lock_exact=("zone_lock_exact", "all"),
+            lock_counts_exact=("lock_counts_exact", "all"),
             pages_checked_under_lock=("pages_checked_under_lock", "max"),
             zone_lock_wait_avg_ns=("zone_lock_wait_avg_ns", "median"),
             zone_lock_contentions=("zone_lock_contentions", "median"),
@@ -173,10 +173,10 @@ def reading(table: pd.DataFrame) -> list[str]:
     lines: list[str] = []
     if table.empty:
         return lines
-    exact = bool(table["zone_lock_exact"].fillna(False).all())
+    exact = bool(table["lock_counts_exact"].fillna(False).all())
     lines.append(
         "zone->lock acquisitions equal the documented formula (threads x (refills + bulk frees)) in every run: "
-        + ("yes" if exact else "NO, see zone_lock_exact")
+        + ("yes" if exact else "NO, see lock_counts_exact")
     )
     o9 = table[table["order"] == 9]
     under = o9.groupby("check")["pages_checked_under_lock"].max()

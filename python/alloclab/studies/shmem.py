@@ -110,7 +110,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         ``vs_lock_twice`` (the finding: median / lock_twice's median at the same pattern and threads with its
         U-test p-value, or ``n.s.`` and why), medians of ``ns_per_fault``, ``faults_per_s``,
         ``info_lock_per_fault``, ``tree_lock_per_fault``, ``eexist_races``, ``cache_hits``, ``oversubscribed``;
-        from the lock_stat run ``info_lock_wait_ms``, ``tree_lock_wait_ms`` and ``counts_exact``; then the seed's
+        from the lock_stat run ``info_lock_wait_ms``, ``tree_lock_wait_ms`` and ``lock_counts_exact``; then the seed's
         ``published_*`` figures (by pattern and variant; NaN where it published none).
     """
     ok = timed(runs)
@@ -137,7 +137,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         .agg(
             info_lock_wait_ms=("info_lock_wait_ns", lambda s: s.median() / 1e6),
             tree_lock_wait_ms=("tree_lock_wait_ns", lambda s: s.median() / 1e6),
-            counts_exact=("counts_exact", lambda s: bool(s.astype(bool).all())),
+            lock_counts_exact=("lock_counts_exact", lambda s: bool(s.fillna(False).astype(bool).all())),
         )
     )
     table = table.join(counts, on=keys)

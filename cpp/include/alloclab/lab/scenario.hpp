@@ -2,11 +2,14 @@
 //
 // A scenario declares its parameters (ScenarioDef), builds its state for a topology (prepare, untimed, on the
 // controlling thread, so lock_stat does not count it), gives each worker its job (work, timed by the worker
-// itself) and checks its invariants after the run (finish), where it also writes its headline figures.
+// itself), says how many acquisitions each lock class must have made (lock_expectations: the runner compares them
+// with lock_stat, once, for every scenario alike) and checks its invariants after the run (finish), where it also
+// writes its headline figures.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -143,6 +146,14 @@ class WorkerCtx {
   std::vector<std::pair<std::string, double>> metrics_;
 };
 
+// One lock class's acquisitions as the scenario's formula gives them for the run that happened.
+struct LockExpectation {
+  std::string key;      // names the summary columns: <key>_acquisitions, <key>_expected, <key>_formula
+  std::string cls;      // the lock class, e.g. "zone->lock"
+  uint64_t expected;    // what lock_stat must count
+  std::string formula;  // the formula with this run's numbers, e.g. "threads x (R + F) = 2 x (17 + 17) = 68"
+};
+
 class Scenario {
  public:
   virtual ~Scenario() = default;
@@ -158,6 +169,11 @@ class Scenario {
   virtual void prepare(const RunEnv& env) = 0;
   // One worker's job. Runs between the start barrier and the worker's own end time.
   virtual void work(WorkerCtx& ctx) = 0;
+  // The acquisitions each lock class must have made, from what the run did (its geometry, its parameters, the
+  // model's own event counts). Called once the workers ended, before finish(), whether lock_stat was on or not;
+  // return nothing for a run the formulas do not cover (stopped early, an allocation failed). The runner compares
+  // them with lock_stat and raises std::runtime_error naming the class, both numbers and the formula on a mismatch.
+  virtual std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const { return {}; }
   // After all workers ended (or were stopped): check invariants (throw std::logic_error on a violation, which is a
   // bug in the model) and append headline figures to r.summary.
   virtual void finish(const RunEnv& env, RunResult& r) = 0;
@@ -173,6 +189,9 @@ struct ScenarioDef {
   // must be (e.g. whole pageblocks).
   std::string size_param;
   int64_t size_step = 1;
+  // The smallest valid parameters that still run every path of the scenario with two workers on two model nodes,
+  // in under a second: what the C++ sweep over every scenario, the property tests and the Python tests start from.
+  std::map<std::string, Value> small;
 };
 
 const std::vector<ScenarioDef>& scenarios();

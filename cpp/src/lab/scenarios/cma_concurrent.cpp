@@ -38,8 +38,8 @@
 //                        trylock failures of target allocations; L = drains that took a pcp->lock: with
 //                        several areas in one zone a drain may find a pcp non-empty by its racy read and empty
 //                        under the lock, so L >= D)
-// Every one of these is exact, with any number of areas per node; `lock_counts_exact` says so when lock_stat was on
-// and the run was not stopped (`lock_counts_checked`).
+// Every one of these is exact, with any number of areas per node: lock_expectations() gives them to the runner,
+// which checks them against lock_stat.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -246,8 +246,43 @@ class CmaConcurrent final : public Scenario {
     ctx.metric("undo_s", double(c.undo_ticks) * ns);
   }
 
-  void finish(const RunEnv& env, RunResult& r) override {
+  // The formula of the file's header, term by term, for this run's attempts, ranges and events.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    CmaAllocStats all;
+    for (const auto& st : stats_) all.add(st);
+    const ContigStats& c = all.contig;
     const Counters after = counters();
+    const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
+    const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
+    const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
+    const uint64_t T = c.take_sections, H = c.headtail_zone_locks();
+    const uint64_t zone = B + c.pageblocks_undone + M + c.test_locks + T + H + R + D + Y;
+    // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
+    const uint64_t pcp_takers = c.migrate.targets_allocated + c.migrate.eagain + L;
+    const uint64_t pcp_skipped = std::min(Y - c.headtail_trylock_fail, pcp_takers);
+    const uint64_t pcp = pcp_takers + c.headtail_to_pcp - pcp_skipped;
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    return {
+        {"alloc_mutex", alloc_mutex_class(), all.attempts, "one per alloc_contig_range attempt = " + n(all.attempts)},
+        {"cma_lock", "cma->lock", all.cma_lock,
+         "claims + roll-backs = attempts + failed attempts = " + n(all.cma_lock)},
+        {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations, "one per isolated range = " + n(c.isolations)},
+        {"zone_lock", "zone->lock", zone,
+         "2B + M + tests + T + H + R + D + Y = 2x" + n(B) + " + " + n(M) + " + " + n(c.test_locks) + " + " + n(T) +
+             " + " + n(H) + " + " + n(R) + " + " + n(D) + " + " + n(Y) + " = " + n(zone)},
+        {"i_pages", "mapping->i_pages", c.migrate.mapping_locks,
+         "one per folio_migrate_mapping = " + n(c.migrate.mapping_locks)},
+        {"lru_lock", "lru_lock", c.lru_lock_expected(),
+         "isolation sections + LRU adds + putbacks = " + n(c.migrate.lru_isolate_sections) + " + " +
+             n(c.migrate.lru_adds) + " + " + n(c.migrate.putbacks) + " = " + n(c.lru_lock_expected())},
+        {"pcp_lock", "pcp->lock", pcp,
+         "targets + EAGAIN + drains that locked + head/tail onto the pcp - failed trylocks = " +
+             n(c.migrate.targets_allocated) + " + " + n(c.migrate.eagain) + " + " + n(L) + " + " +
+             n(c.headtail_to_pcp) + " - " + n(pcp_skipped) + " = " + n(pcp)},
+    };
+  }
+
+  void finish(const RunEnv&, RunResult& r) override {
     auto& s = r.summary;
     // ---- completion times ----
     std::vector<double> t;
@@ -295,46 +330,6 @@ class CmaConcurrent final : public Scenario {
       for (uint64_t p : node_pages_) v += (v.empty() ? "" : ",") + std::to_string(p);
       return v;
     }());
-
-    // ---- the lock counts against the formula ----
-    const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
-    const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
-    const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
-    const uint64_t zone_expected =
-        B + c.pageblocks_undone + M + c.test_locks + c.take_sections + c.headtail_zone_locks() + R + D + Y;
-    struct Check {
-      const char* key;
-      std::string cls;
-      uint64_t expected;
-    };
-    const Check checks[] = {
-        {"alloc_mutex", alloc_mutex_class(), all.attempts},
-        {"cma_lock", "cma->lock", all.cma_lock},
-        {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations},
-        {"zone_lock", "zone->lock", zone_expected},
-        {"i_pages", "mapping->i_pages", c.migrate.mapping_locks},
-        {"lru_lock", "lru_lock", c.lru_lock_expected()},
-        // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
-        {"pcp_lock", "pcp->lock",
-         c.migrate.targets_allocated + c.migrate.eagain + c.headtail_to_pcp + L -
-             std::min(Y - c.headtail_trylock_fail, c.migrate.targets_allocated + c.migrate.eagain + L)},
-    };
-    bool exact = true;
-    const bool countable = env.locks.lockstat() && !r.stopped;
-    for (const Check& k : checks) {
-      const LockStatRow* row = r.lock_row(k.cls);
-      const uint64_t got = row ? row->acquisitions : 0;
-      s.emplace_back(std::string(k.key) + "_acquisitions", r.lock_count(k.cls, &LockStatRow::acquisitions));
-      s.emplace_back(std::string(k.key) + "_expected", int64_t(k.expected));
-      if (got != k.expected) exact = false;
-    }
-    std::ostringstream f;
-    f << "2B + M + tests + T + H + R + D + Y = 2x" << B << " + " << M << " + " << c.test_locks << " + "
-      << c.take_sections << " + " << c.headtail_zone_locks() << " + " << R << " + " << D << " + " << Y << " = "
-      << zone_expected;
-    s.emplace_back("zone_lock_formula", f.str());
-    s.emplace_back("lock_counts_checked", countable);
-    s.emplace_back("lock_counts_exact", countable && exact);
 
     // ---- give everything back and check it all came back ----
     bool contents_ok = true;
@@ -469,7 +464,8 @@ ScenarioDef cma_concurrent_scenario() {
           },
           [](const Params& p) { return std::make_unique<CmaConcurrent>(p); },
           "pages_per_region",
-          int64_t(pageblock_nr_pages)};
+          int64_t(pageblock_nr_pages),
+          {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}}};
 }
 
 }  // namespace alloclab

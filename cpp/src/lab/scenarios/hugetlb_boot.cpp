@@ -240,6 +240,27 @@ class HugetlbBoot final : public Scenario {
     tls_current = nullptr;
   }
 
+  // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
+  // calls = nr_node_ids for gigantic), or once per folio; ps.lock: each work takes it once, plus once more after
+  // each chunk.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    const uint64_t thread_fn_calls = plan_.nworks == 0 ? 0 : (parallel_ ? plan_.nr_chunks : 1);
+    const uint64_t lists = gigantic_ ? (thread_fn_calls ? uint64_t(nr_node_ids_) : 0) : thread_fn_calls;
+    const bool per_folio = lock_mode_ == HugetlbLockMode::per_folio;
+    const uint64_t hl = per_folio ? h_->nr_huge_pages : lists;
+    const std::string hl_text = per_folio
+                                    ? "one per folio = " + n(hl)
+                                    : (gigantic_ ? "one per gather_bootmem_prealloc_node call = nr_node_ids = "
+                                                 : "one per prep_and_add_allocated_folios call = thread_fn calls = ") +
+                                          n(hl);
+    const uint64_t works = uint64_t(plan_.nworks), chunks = uint64_t(plan_.nr_chunks);
+    const uint64_t pl = works >= 2 ? works + chunks : 0;
+    const std::string pl_text = works >= 2 ? "nworks + chunks = " + n(works) + " + " + n(chunks) + " = " + n(pl)
+                                           : "0: one work runs thread_fn inline, without ps.lock";
+    return {{"hugetlb_lock", "hugetlb_lock", hl, hl_text}, {"padata_lock", "padata_work_lock", pl, pl_text}};
+  }
+
   void finish(const RunEnv&, RunResult& r) override {
     hstate& h = *h_;
     const HugetlbCheck pool = hugetlb_->check_pool(h);
@@ -270,19 +291,9 @@ class HugetlbBoot final : public Scenario {
       if (gigantic_) m.emplace_back("tails_written", double(w.st.tails_written));
     }
 
-    auto lockstat = [&](const std::string& cls) -> int64_t {
-      const LockStatRow* row = r.lock_row(cls);
-      return row ? int64_t(row->acquisitions) : 0;
-    };
-    // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
-    // calls = nr_node_ids for gigantic), or once per folio.
+    const LockStatRow* zone_row = r.lock_row("zone->lock");
+    const int64_t zl = zone_row ? int64_t(zone_row->acquisitions) : 0;
     const uint64_t thread_fn_calls = plan_.nworks == 0 ? 0 : (parallel_ ? plan_.nr_chunks : 1);
-    const uint64_t lists = gigantic_ ? (thread_fn_calls ? uint64_t(nr_node_ids_) : 0) : thread_fn_calls;
-    const int64_t hl_expected = int64_t(lock_mode_ == HugetlbLockMode::per_folio ? allocated : lists);
-    const int64_t hl = lockstat("hugetlb_lock");
-    // ps.lock: each work takes it once, plus once more after each chunk.
-    const int64_t pl_expected = plan_.nworks >= 2 ? int64_t(plan_.nworks) + int64_t(plan_.nr_chunks) : 0;
-    const int64_t zl = lockstat("zone->lock");
     const int nworks = plan_.nworks;
 
     std::string per_node, helper_nodes;
@@ -335,11 +346,6 @@ class HugetlbBoot final : public Scenario {
     s.emplace_back("folio_order", int64_t(h.order));
     s.emplace_back("folio_kib", int64_t((PAGE_SIZE << h.order) >> 10));
     s.emplace_back("hugetlb_lock_mode", std::string(to_string(lock_mode_)));
-    s.emplace_back("hugetlb_lock_acquisitions", r.lock_count("hugetlb_lock", &LockStatRow::acquisitions));
-    s.emplace_back("hugetlb_lock_expected", hl_expected);
-    s.emplace_back("hugetlb_lock_exact", r.lockstat_on && hl == hl_expected);
-    s.emplace_back("padata_lock_acquisitions", r.lock_count("padata_work_lock", &LockStatRow::acquisitions));
-    s.emplace_back("padata_lock_expected", pl_expected);
     s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
     s.emplace_back("zone_lock_per_folio", r.lockstat_on && allocated ? double(zl) / double(allocated) : NAN);
     s.emplace_back("node_attempts", int64_t(attempts));
@@ -477,6 +483,7 @@ ScenarioDef hugetlb_boot_scenario() {
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
   d.size_param = "pages";
+  d.small = {{"pages", int64_t(64)}, {"multiplier", int64_t(1)}};
   return d;
 }
 

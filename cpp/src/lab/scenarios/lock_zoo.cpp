@@ -62,6 +62,15 @@ class LockZoo final : public Scenario {
     }
   }
 
+  // One acquisition per operation: threads x iterations.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult& r) const override {
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    const uint64_t total = uint64_t(threads_) * iterations_;
+    return {{"lock_zoo", "lock_zoo", total,
+             "threads x iterations = " + n(uint64_t(threads_)) + " x " + n(iterations_) + " = " + n(total) + " (over " +
+                 n(r.workers.size()) + " workers)"}};
+  }
+
   void finish(const RunEnv&, RunResult& r) override {
     uint64_t total = 0, ops = 0;
     for (const auto& d : data_) total += d.counter;
@@ -123,7 +132,9 @@ ScenarioDef lock_zoo_scenario() {
                                  "independent locks; each acquisition picks one at random (seeded)"),
           },
           [](const Params& p) { return std::make_unique<LockZoo>(p); },
-          "iterations"};
+          "iterations",
+          1,
+          {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}}};
 }
 
 }  // namespace alloclab

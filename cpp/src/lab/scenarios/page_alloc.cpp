@@ -254,7 +254,9 @@ ScenarioDef page_alloc_scenario() {
           ParamSpec::choice("gfp", "movable", {"movable", "kernel"}, "GFP_HIGHUSER_MOVABLE or GFP_KERNEL"),
       },
       [](const Params& p) { return std::make_unique<PageAlloc>(p); },
-      "iterations"};
+      "iterations",
+      1,
+      {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"node_pages", int64_t(8192)}}};
 }
 
 }  // namespace alloclab
