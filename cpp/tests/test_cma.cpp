@@ -550,7 +550,8 @@ TEST_F(CmaTest, DeclarationIsValidated) {
               CmaAreas(*ms, *locks, {{0, 2048}}, AllocMutex::global);
             }).find("in use"),
             std::string::npos);
-  EXPECT_NE(invalid_argument_of([] { parse_alloc_mutex("percpu"); }).find("alloc_mutex"), std::string::npos);
+  EXPECT_NE(invalid_argument_of([] { kAllocMutexNames.parse("percpu", "alloc_mutex"); }).find("alloc_mutex"),
+            std::string::npos);
   give_back_all();
 }
 

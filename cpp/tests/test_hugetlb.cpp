@@ -199,15 +199,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, HugetlbGiganticTest,
                                             ::testing::Bool()));
 
 TEST(HugetlbParse, NamesAreCheckedWithTheParameterName) {
-  EXPECT_EQ(parse_hugetlb_lock_mode("per_folio"), HugetlbLockMode::per_folio);
-  EXPECT_EQ(parse_next_nid("shared"), NextNid::shared);
+  EXPECT_EQ(kHugetlbLockModeNames.parse("per_folio", "hugetlb_lock"), HugetlbLockMode::per_folio);
+  EXPECT_EQ(kNextNidNames.parse("shared", "next_nid"), NextNid::shared);
   try {
-    parse_hugetlb_lock_mode("per_cpu");
+    kHugetlbLockModeNames.parse("per_cpu", "hugetlb_lock");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("hugetlb_lock: 'per_cpu'"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()),
+              "hugetlb_lock: invalid value 'per_cpu' (allowed: one of 'per_worker', 'per_folio')");
   }
-  EXPECT_THROW(parse_next_nid("global"), std::invalid_argument);
+  EXPECT_THROW(kNextNidNames.parse("global", "next_nid"), std::invalid_argument);
 }
 
 // ---- the hugetlb_boot scenario ----------------------------------------------------------------------------------

@@ -476,10 +476,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   for (const auto& w : r.workers) bound += w.bind_ok;
   auto& p = r.provenance;
   const Topology& model = machine.model();
-  const char* source = model.source() == Topology::Source::host        ? "host"
-                       : model.source() == Topology::Source::synthetic ? "synthetic"
-                                                                       : "xml";
-  p.emplace_back("model_topology", std::string(source));
+  p.emplace_back("model_topology", std::string(to_string(model.source())));
   p.emplace_back("model_description", model.description());
   p.emplace_back("model_nodes", int64_t(model.nr_nodes()));
   p.emplace_back("model_pus", int64_t(model.nr_pus()));

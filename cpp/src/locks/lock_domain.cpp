@@ -11,6 +11,33 @@ namespace alloclab {
 
 thread_local LockStatThread tls_lockstat;
 
+namespace {
+Value count(uint64_t v) { return int64_t(v); }
+
+constexpr Column<LockStatRow> kLockStatColumns[] = {
+    {"class", "the lock class, as lock_stat prints it", [](const LockStatRow& r) { return Value(r.cls); }},
+    {"kind", "the primitive the class used in this run", [](const LockStatRow& r) { return Value(r.kind); }},
+    {"con_bounces", "contentions on another CPU than the lock's previous acquirer",
+     [](const LockStatRow& r) { return count(r.con_bounces); }},
+    {"contentions", "acquisitions that had to wait", [](const LockStatRow& r) { return count(r.contentions); }},
+    {"waittime_min_ns", "ns, shortest wait of a contended acquisition",
+     [](const LockStatRow& r) { return Value(r.wait_min_ns); }},
+    {"waittime_max_ns", "ns, longest wait", [](const LockStatRow& r) { return Value(r.wait_max_ns); }},
+    {"waittime_total_ns", "ns, all waits", [](const LockStatRow& r) { return Value(r.wait_total_ns); }},
+    {"waittime_avg_ns", "ns, mean wait per contention", [](const LockStatRow& r) { return Value(r.wait_avg_ns); }},
+    {"acq_bounces", "acquisitions on another CPU than the previous acquirer",
+     [](const LockStatRow& r) { return count(r.acq_bounces); }},
+    {"acquisitions", "successful acquisitions (a failed trylock counts nothing)",
+     [](const LockStatRow& r) { return count(r.acquisitions); }},
+    {"holdtime_min_ns", "ns, shortest hold", [](const LockStatRow& r) { return Value(r.hold_min_ns); }},
+    {"holdtime_max_ns", "ns, longest hold", [](const LockStatRow& r) { return Value(r.hold_max_ns); }},
+    {"holdtime_total_ns", "ns, all holds", [](const LockStatRow& r) { return Value(r.hold_total_ns); }},
+    {"holdtime_avg_ns", "ns, mean hold per acquisition", [](const LockStatRow& r) { return Value(r.hold_avg_ns); }},
+};
+}  // namespace
+
+std::span<const Column<LockStatRow>> lockstat_columns() { return kLockStatColumns; }
+
 LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield)
     : config_(config), lockstat_(lockstat), spin_yield_(spin_yield), nr_classes_(lock_class_catalogue().size()) {
   for (const auto& c : lock_class_catalogue()) kinds_.push_back(config_.kind_for(c.name));

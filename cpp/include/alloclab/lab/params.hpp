@@ -5,16 +5,13 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
-namespace alloclab {
+#include "alloclab/base/value.hpp"
 
-// A parameter or result value. std::monostate is "not measured" (None in Python): a figure that a run could not
-// give, e.g. a lock_stat count when lock_stat was off. Parameters never hold it.
-using Value = std::variant<bool, int64_t, double, std::string, std::monostate>;
-inline const Value kNotMeasured{std::monostate{}};
-std::string to_string(const Value& v);
+namespace alloclab {
 
 struct ParamSpec {
   enum class Type { boolean, integer, real, choice };
@@ -31,6 +28,7 @@ struct ParamSpec {
   static ParamSpec choice(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
   std::string allowed() const;  // "1..1024", "one of 'a', 'b'", "True or False"
 };
+std::string_view to_string(ParamSpec::Type t);  // "bool", "int", "float", "choice"
 
 // Resolved parameters of one run: every declared parameter, given or defaulted.
 class Params {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,9 @@ struct WorkerRow {
   uint64_t allocs_recorded = 0, alloc_digest = 0;       // WorkerCtx::record_alloc (0, 0: the scenario records none)
   std::vector<std::pair<std::string, double>> metrics;  // the scenario's per-worker figures
 };
+
+// WorkerRow's columns, in order (the scenario's own per-worker metrics follow them).
+std::span<const Column<WorkerRow>> worker_columns();
 
 struct RunResult {
   std::string scenario;

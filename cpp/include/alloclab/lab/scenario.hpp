@@ -154,6 +154,17 @@ struct LockExpectation {
   std::string formula;  // the formula with this run's numbers, e.g. "threads x (R + F) = 2 x (17 + 17) = 68"
 };
 
+// Every counter of a stats struct (ALLOCLAB_COUNTERS, base/counters.hpp) as summary values, under its own name.
+template <class Stats>
+void emit_counters(const Stats& s, NamedValues& out) {
+  s.for_each_counter([&](const char* name, uint64_t v, const char*) { out.emplace_back(name, int64_t(v)); });
+}
+// The same as one worker's metrics.
+template <class Stats>
+void emit_counters(const Stats& s, WorkerCtx& ctx) {
+  s.for_each_counter([&](const char* name, uint64_t v, const char*) { ctx.metric(name, double(v)); });
+}
+
 class Scenario {
  public:
   virtual ~Scenario() = default;

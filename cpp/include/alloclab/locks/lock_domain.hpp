@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "alloclab/base/value.hpp"
 #include "alloclab/locks/lock_class.hpp"
 
 namespace alloclab {
@@ -38,6 +40,9 @@ struct LockStatRow {
   uint64_t acq_bounces, acquisitions;
   double hold_min_ns, hold_max_ns, hold_total_ns, hold_avg_ns;
 };
+
+// LockStatRow's columns, in /proc/lock_stat's order (times in ns).
+std::span<const Column<LockStatRow>> lockstat_columns();
 
 class LockDomain;
 

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct hwloc_topology;
@@ -74,6 +75,7 @@ struct Placement {
   static Placement parse(const std::string& name);  // "compact" | "scatter"; throws naming "placement"
 };
 std::string to_string(Placement::Policy p);
+std::string_view to_string(Topology::Source s);  // "host", "synthetic", "xml"
 
 struct BindOutcome {
   bool ok;

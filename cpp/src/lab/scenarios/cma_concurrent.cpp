@@ -83,7 +83,7 @@ class CmaConcurrent final : public Scenario {
         shared_file_(p.s("files") == "shared"),
         alloc_pages_(uint64_t(p.i("alloc_pages"))),
         align_(uint64_t(p.i("align"))),
-        mode_(parse_alloc_mutex(p.s("alloc_mutex"))),
+        mode_(kAllocMutexNames.parse(p.s("alloc_mutex"), "alloc_mutex")),
         order_per_bit_(unsigned(p.i("order_per_bit"))),
         backing_(p.s("backing") == "real" ? Backing::real : Backing::none),
         copy_ns_(uint64_t(p.i("copy_ns"))),
@@ -249,7 +249,7 @@ class CmaConcurrent final : public Scenario {
   // The formula of the file's header, term by term, for this run's attempts, ranges and events.
   std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
     CmaAllocStats all;
-    for (const auto& st : stats_) all.add(st);
+    for (const auto& st : stats_) all += st;
     const ContigStats& c = all.contig;
     const Counters after = counters();
     const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
@@ -303,7 +303,7 @@ class CmaConcurrent final : public Scenario {
 
     // ---- totals ----
     CmaAllocStats all;
-    for (const auto& st : stats_) all.add(st);
+    for (const auto& st : stats_) all += st;
     const ContigStats& c = all.contig;
     uint64_t failed = 0, filled = 0;
     std::string errors;
@@ -448,7 +448,7 @@ ScenarioDef cma_concurrent_scenario() {
                                  "pages each worker asks cma_alloc for; 0 = the whole area"),
               ParamSpec::integer("align", 1, 1, int64_t(1) << 30,
                                  "cma_alloc alignment in pages, a power of two (the debugfs interface: 1)"),
-              ParamSpec::choice("alloc_mutex", "global", {"global", "per_area"},
+              ParamSpec::choice("alloc_mutex", "global", kAllocMutexNames.list(),
                                 "the lock around alloc_contig_range: one cma_mutex for all areas (before the patch) "
                                 "or each area's cma->alloc_mutex (after)"),
               ParamSpec::integer("order_per_bit", 9, 0, 9,

@@ -84,13 +84,13 @@ class HugetlbBoot final : public Scenario {
         numa_aware_(p.b("numa_aware")),
         gigantic_(p.b("gigantic")),
         lock_mode_name_(p.s("hugetlb_lock")),
-        next_nid_(parse_next_nid(p.s("next_nid"))),
+        next_nid_(kNextNidNames.parse(p.s("next_nid"), "next_nid")),
         hvo_ns_(uint64_t(p.i("hvo_ns"))),
         nodes_param_(int(p.i("nodes"))),
         node_mib_(uint64_t(p.i("node_mib"))),
         works_pool_(p.b("works_pool")) {
     lock_mode_ = lock_mode_name_ == "auto" ? (gigantic_ ? HugetlbLockMode::per_folio : HugetlbLockMode::per_worker)
-                                           : parse_hugetlb_lock_mode(lock_mode_name_);
+                                           : kHugetlbLockModeNames.parse(lock_mode_name_, "hugetlb_lock");
   }
 
   int nr_workers() const override { return placed_ ? int(slots_.size()) : 1; }
@@ -464,7 +464,7 @@ ScenarioDef hugetlb_boot_scenario() {
       ParamSpec::choice("hugetlb_lock", "auto", {"auto", "per_worker", "per_folio"},
                         "hugetlb_lock once per prep_and_add list (per_worker) or once per folio (per_folio); auto: "
                         "as merged (per_worker for 2 MiB, per_folio for gigantic)"),
-      ParamSpec::choice("next_nid", "local", {"local", "shared"},
+      ParamSpec::choice("next_nid", "local", kNextNidNames.list(),
                         "alloc_pool_huge_folio's node cursor: worker-local (patch 3) or the shared "
                         "h->next_nid_to_alloc (before it)"),
       ParamSpec::boolean("gigantic", false,

@@ -27,20 +27,20 @@ namespace {
 using namespace alloclab::mm;
 
 enum class Pattern { bulk, repeat, rand };
+constexpr EnumNames<Pattern, 3> kPatternNames{
+    {{{Pattern::bulk, "bulk"}, {Pattern::repeat, "repeat"}, {Pattern::rand, "rand"}}}};
 
 class PageAlloc final : public Scenario {
  public:
   explicit PageAlloc(const Params& p)
       : threads_(int(p.i("threads"))),
-        pattern_(p.s("pattern") == "bulk"     ? Pattern::bulk
-                 : p.s("pattern") == "repeat" ? Pattern::repeat
-                                              : Pattern::rand),
+        pattern_(kPatternNames.parse(p.s("pattern"), "pattern")),
         order_(unsigned(p.i("order"))),
         share_(p.f("share")),
         iterations_(uint64_t(p.i("iterations"))),
         node_pages_(uint64_t(p.i("node_pages"))),
-        check_(parse_check_mode(p.s("check"))),
-        rule_(parse_batch_rule(p.s("batch_rule"))),
+        check_(kCheckModeNames.parse(p.s("check"), "check")),
+        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
         pcp_batch_(int(p.i("pcp_batch"))),
         node_(int(p.i("node"))),
         gfp_(p.s("gfp") == "kernel" ? GFP_KERNEL : GFP_HIGHUSER_MOVABLE) {
@@ -237,7 +237,7 @@ ScenarioDef page_alloc_scenario() {
       "(allocate and free one block), rand (free random blocks and replace them), for any order",
       {
           threads_param(2),
-          ParamSpec::choice("pattern", "bulk", {"bulk", "repeat", "rand"},
+          ParamSpec::choice("pattern", "bulk", kPatternNames.list(),
                             "bulk: allocate a share then free it; repeat: alloc+free one block; rand: random "
                             "free and replace"),
           ParamSpec::integer("order", 0, 0, MAX_PAGE_ORDER, "block order (0 = 4 KiB, 9 = 2 MiB)"),
@@ -246,9 +246,9 @@ ScenarioDef page_alloc_scenario() {
           ParamSpec::integer("iterations", 100000, 1, int64_t(1) << 34, "repeat and rand: alloc/free pairs per worker"),
           ParamSpec::integer("node_pages", 1 << 18, 512, int64_t(kNoPage) - int64_t(pageblock_nr_pages),
                              "4 KiB frames per model node (multiple of 512; default 1 GiB)"),
-          ParamSpec::choice("check", "in_lock", {"in_lock", "after_unlock", "off"},
+          ParamSpec::choice("check", "in_lock", kCheckModeNames.list(),
                             "check_pcp_refill: in_lock = v6.2, after_unlock = the pcp-refill patch, off = v6.4+"),
-          ParamSpec::choice("batch_rule", "v6.2", {"v6.2", "v6.7"}, "pcp batch and high rules"),
+          ParamSpec::choice("batch_rule", "v6.2", kBatchRuleNames.list(), "pcp batch and high rules"),
           ParamSpec::integer("pcp_batch", 0, 0, 65536, "pcp->batch; 0 = zone_batchsize()"),
           ParamSpec::integer("node", -1, -1, MAX_NUMNODES - 1, "node allocated from; -1 = the worker's own node"),
           ParamSpec::choice("gfp", "movable", {"movable", "kernel"}, "GFP_HIGHUSER_MOVABLE or GFP_KERNEL"),

@@ -44,7 +44,7 @@ class ShmemFault final : public Scenario {
   explicit ShmemFault(const Params& p)
       : threads_(int(p.i("threads"))),
         ppt_(uint64_t(p.i("pages_per_thread"))),
-        variant_(parse_shmem_variant(p.s("variant"))),
+        variant_(kShmemVariantNames.parse(p.s("variant"), "variant")),
         overlap_(p.s("pattern") == "overlap"),
         backing_(p.s("backing") == "real" ? Backing::real : Backing::none),
         clear_ns_(uint64_t(p.i("clear_ns"))),
@@ -114,15 +114,8 @@ class ShmemFault final : public Scenario {
     ctx.end_timed();
     const double elapsed_ns = ticks_to_ns(clock_ticks() - t_start);
     const ShmemStats s = t.stats();
-    ctx.metric("faults", double(s.faults));
     ctx.metric("ns_per_fault", s.faults ? elapsed_ns / double(s.faults) : 0.0);
-    ctx.metric("new_pages", double(s.new_pages));
-    ctx.metric("cache_hits", double(s.cache_hits));
-    ctx.metric("eexist_races", double(s.eexist));
-    ctx.metric("pte_races", double(s.pte_raced));
-    ctx.metric("info_lock", double(s.info_lock));
-    ctx.metric("tree_lock", double(s.tree_lock));
-    ctx.metric("index_page_allocs", double(s.index_allocs));
+    emit_counters(s, ctx);
   }
 
   void finish(const RunEnv& env, RunResult& r) override {
@@ -157,7 +150,6 @@ class ShmemFault final : public Scenario {
     const double faults = double(s.faults);
     auto& m = r.summary;
     m.emplace_back("fault_handler", std::string(file_->fault_handler()));
-    m.emplace_back("faults", int64_t(s.faults));
     m.emplace_back("faults_per_s", wall > 0 ? faults / wall : 0.0);
     m.emplace_back("ns_per_fault", r.workers.empty() ? 0.0 : ns_sum / double(r.workers.size()));
     m.emplace_back("info_lock_per_fault", faults > 0 ? double(s.info_lock) / faults : 0.0);
@@ -169,33 +161,23 @@ class ShmemFault final : public Scenario {
     m.emplace_back("tree_lock_wait_ns", r.lock_figure(tree_class, &LockStatRow::wait_total_ns));
     m.emplace_back("tree_lock_hold_ns", r.lock_figure(tree_class, &LockStatRow::hold_total_ns));
     m.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
-    m.emplace_back("mmap_sem_reads", int64_t(s.mmap_sem));
     m.emplace_back("pagecache_pages", int64_t(c.pages));
     m.emplace_back("file_pages", int64_t(nr_pages_));
-    m.emplace_back("touches", int64_t(s.touches));
-    m.emplace_back("new_pages", int64_t(s.new_pages));
-    m.emplace_back("cache_hits", int64_t(s.cache_hits));
-    m.emplace_back("eexist_races", int64_t(s.eexist));
-    m.emplace_back("pte_races", int64_t(s.pte_raced));
-    m.emplace_back("page_lock_waits", int64_t(s.page_lock_waits));
-    m.emplace_back("page_allocs", int64_t(s.page_allocs));
-    m.emplace_back("page_allocs_unused", int64_t(s.page_allocs_unused));
     m.emplace_back("index_pages", int64_t(c.index_pages));
-    m.emplace_back("index_page_allocs", int64_t(s.index_allocs));
-    m.emplace_back("index_pages_freed", int64_t(s.index_frees));
+    emit_counters(s, m);
     m.emplace_back("check", c.summary() + "; allocator " + before.summary() + "; after teardown " + after.summary());
 
-    if (env.locks.lockstat() && s.mmap_sem) {  // the read side of mmap_sem, in lock_stat's columns
+    if (env.locks.lockstat() && s.mmap_sem_reads) {  // the read side of mmap_sem, in lock_stat's columns
       const double ns = clock_calibration().ns_per_tick;
       LockStatRow mm{};
       mm.cls = "mmap_sem";
       mm.kind = "rwsem-read";
-      mm.acq_bounces = s.mmap_acq_bounces;
-      mm.acquisitions = s.mmap_sem;
-      mm.hold_min_ns = double(s.mmap_hold_min) * ns;
-      mm.hold_max_ns = double(s.mmap_hold_max) * ns;
-      mm.hold_total_ns = double(s.mmap_hold_total) * ns;
-      mm.hold_avg_ns = mm.hold_total_ns / double(s.mmap_sem);
+      mm.acq_bounces = s.mmap.mmap_acq_bounces;
+      mm.acquisitions = s.mmap_sem_reads;
+      mm.hold_min_ns = double(s.mmap.mmap_hold_min) * ns;
+      mm.hold_max_ns = double(s.mmap.mmap_hold_max) * ns;
+      mm.hold_total_ns = double(s.mmap.mmap_hold_total) * ns;
+      mm.hold_avg_ns = mm.hold_total_ns / double(s.mmap_sem_reads);
       r.lockstat.push_back(mm);
     }
     file_.reset();
@@ -252,17 +234,17 @@ class ShmemFault final : public Scenario {
   // pagevec drain.
   std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
     const ShmemStats s = file_->totals();
-    const uint64_t misses = s.new_pages + s.eexist;
+    const uint64_t misses = s.new_pages + s.eexist_races;
     const auto n = [](uint64_t v) { return std::to_string(v); };
     LockExpectation info{"info_lock", "info->lock", 0, ""};
     switch (variant_) {
       case ShmemVariant::lock_twice:
-        info.expected = 2 * misses + s.index_allocs;
-        info.formula = "2 x misses + index-page retakes = 2 x " + n(misses) + " + " + n(s.index_allocs);
+        info.expected = 2 * misses + s.index_page_allocs;
+        info.formula = "2 x misses + index-page retakes = 2 x " + n(misses) + " + " + n(s.index_page_allocs);
         break;
       case ShmemVariant::prealloc:
-        info.expected = misses + s.index_allocs;
-        info.formula = "misses + index-page retakes = " + n(misses) + " + " + n(s.index_allocs);
+        info.expected = misses + s.index_page_allocs;
+        info.formula = "misses + index-page retakes = " + n(misses) + " + " + n(s.index_page_allocs);
         break;
       case ShmemVariant::ramfs: info.formula = "0: ramfs has no shmem_inode_info"; break;
       case ShmemVariant::modern:
@@ -283,24 +265,26 @@ class ShmemFault final : public Scenario {
     const auto expect = [&](bool ok, const std::string& what) {
       if (!ok) bad += (bad.empty() ? "" : "; ") + what;
     };
-    const uint64_t misses = s.new_pages + s.eexist;
+    const uint64_t misses = s.new_pages + s.eexist_races;
     const auto n = [](uint64_t v) { return std::to_string(v); };
     expect(s.faults == misses + s.cache_hits,
            "faults " + n(s.faults) + " != new pages + EEXIST losers + page-cache hits " + n(misses + s.cache_hits));
     expect(s.tree_lock == misses, "tree lock " + n(s.tree_lock) + " != misses " + n(misses));
-    expect(s.mmap_sem == s.faults, "mmap_sem reads " + n(s.mmap_sem) + " != faults " + n(s.faults));
+    expect(s.mmap_sem_reads == s.faults, "mmap_sem reads " + n(s.mmap_sem_reads) + " != faults " + n(s.faults));
     expect(s.page_allocs - s.page_allocs_unused == s.new_pages,
            "page allocations " + n(s.page_allocs) + " - unused " + n(s.page_allocs_unused) + " != new pages");
-    expect(s.index_allocs - s.index_frees == c.index_pages, "index pages allocated " + n(s.index_allocs) + " - freed " +
-                                                                n(s.index_frees) + " != installed " + n(c.index_pages));
+    expect(s.index_page_allocs - s.index_pages_freed == c.index_pages,
+           "index pages allocated " + n(s.index_page_allocs) + " - freed " + n(s.index_pages_freed) + " != installed " +
+               n(c.index_pages));
     uint64_t info = 0;
     switch (variant_) {
-      case ShmemVariant::lock_twice: info = 2 * misses + s.index_allocs; break;
-      case ShmemVariant::prealloc: info = misses + s.index_allocs; break;
+      case ShmemVariant::lock_twice: info = 2 * misses + s.index_page_allocs; break;
+      case ShmemVariant::prealloc: info = misses + s.index_page_allocs; break;
       case ShmemVariant::ramfs: info = 0; break;
       case ShmemVariant::modern: info = s.new_pages; break;
     }
-    expect(s.info_lock == info, "info->lock " + n(s.info_lock) + " != " + n(info) + " for " + to_string(variant_));
+    expect(s.info_lock == info,
+           "info->lock " + n(s.info_lock) + " != " + n(info) + " for " + std::string(to_string(variant_)));
     if (!r.stopped) {
       expect(s.new_pages == nr_pages_ && c.pages == nr_pages_,
              "new pages " + n(s.new_pages) + ", page cache " + n(c.pages) + ", file " + n(nr_pages_));
@@ -309,7 +293,7 @@ class ShmemFault final : public Scenario {
         expect(c.index_pages == shmem_index_pages(nr_pages_),
                "index pages " + n(c.index_pages) + " != shmem_index_pages " + n(shmem_index_pages(nr_pages_)));
       if (!overlap_)
-        expect(s.faults == nr_pages_ && s.cache_hits == 0 && s.eexist == 0 && s.pte_raced == 0,
+        expect(s.faults == nr_pages_ && s.cache_hits == 0 && s.eexist_races == 0 && s.pte_races == 0,
                "disjoint: every index faulted exactly once (faults " + n(s.faults) + ")");
     }
     return bad;
@@ -335,7 +319,7 @@ ScenarioDef shmem_fault_scenario() {
           "or every worker over the whole file",
           {
               threads_param(2),
-              ParamSpec::choice("variant", "lock_twice", {"lock_twice", "prealloc", "ramfs", "modern"},
+              ParamSpec::choice("variant", "lock_twice", kShmemVariantNames.list(),
                                 "lock_twice = 2.6.35, prealloc = the patch, ramfs = filemap_fault on ramfs, modern = "
                                 "a recent shmem_get_folio_gfp"),
               ParamSpec::integer("pages_per_thread", 16384, 1, int64_t(SHMEM_MAX_INDEX),

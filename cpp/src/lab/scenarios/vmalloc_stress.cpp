@@ -65,16 +65,13 @@ constexpr int kLongBusyListAreas = 15000;
 
 enum class Pattern { thread_stack, fix_size, fix_align, random_size, random_size_align, long_busy_list, full_fit };
 
-const std::vector<std::string>& pattern_names() {
-  static const std::vector<std::string> v = {"thread_stack",      "fix_size",       "fix_align", "random_size",
-                                             "random_size_align", "long_busy_list", "full_fit"};
-  return v;
-}
-
-Pattern parse_pattern(const std::string& s) {
-  const auto& v = pattern_names();
-  return Pattern(std::find(v.begin(), v.end(), s) - v.begin());
-}
+constexpr EnumNames<Pattern, 7> kPatternNames{{{{Pattern::thread_stack, "thread_stack"},
+                                                {Pattern::fix_size, "fix_size"},
+                                                {Pattern::fix_align, "fix_align"},
+                                                {Pattern::random_size, "random_size"},
+                                                {Pattern::random_size_align, "random_size_align"},
+                                                {Pattern::long_busy_list, "long_busy_list"},
+                                                {Pattern::full_fit, "full_fit"}}}};
 
 // The areas one worker holds, oldest first: a ring of fixed capacity (live - 1 kept between operations plus
 // the at most two allocations of one operation).
@@ -109,7 +106,7 @@ class VmallocStress final : public Scenario {
   explicit VmallocStress(const Params& p)
       : threads_(int(p.i("threads"))),
         ops_(uint64_t(p.i("ops"))),
-        pattern_(parse_pattern(p.s("pattern"))),
+        pattern_(kPatternNames.parse(p.s("pattern"), "pattern")),
         size_(uint64_t(p.i("size"))),
         align_(uint64_t(p.i("align"))),
         once_(p.s("busy_lock") == "once"),
@@ -217,12 +214,7 @@ class VmallocStress final : public Scenario {
       ctx.add_ops();
     }
     ctx.end_timed();
-    const VmallocStats& st = c.st;
-    ctx.metric("allocs", double(st.allocs));
-    ctx.metric("alloc_failures", double(st.alloc_failures));
-    ctx.metric("busy_lock_alloc", double(st.busy_lock_alloc));
-    ctx.metric("pool_hits", double(st.pool_hits));
-    ctx.metric("drains", double(st.drains));
+    emit_counters(c.st, ctx);
   }
 
   // The busy lock k times per allocation (k = 2 before the patch, 1 after) and once per free; the other vmalloc
@@ -387,9 +379,6 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   auto& s = r.summary;
   s.emplace_back("ops", int64_t(ops));
   s.emplace_back("ops_per_s", wall > 0 ? double(ops) / wall : 0.0);
-  s.emplace_back("allocs", int64_t(st.allocs));
-  s.emplace_back("alloc_failures", int64_t(st.alloc_failures));
-  s.emplace_back("frees", int64_t(st.frees));
   s.emplace_back("freed_at_teardown", int64_t(freed_at_teardown));
   s.emplace_back("shape", std::string(space_->v67_shape() ? "v6.7" : "v6.9+"));
   s.emplace_back("nr_vmap_nodes", int64_t(space_->nr_vmap_nodes()));
@@ -403,19 +392,10 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("free_lock_per_alloc", per(st.free_lock_alloc, st.allocs));
   s.emplace_back("free_lock_contentions", r.lock_count("free_vmap_area_lock", &LockStatRow::contentions));
   s.emplace_back("free_lock_wait_ns", r.lock_figure("free_vmap_area_lock", &LockStatRow::wait_total_ns));
-  s.emplace_back("pool_hits", int64_t(st.pool_hits));
   s.emplace_back("pool_hit_ratio", per(st.pool_hits, st.pool_hits + st.pool_misses));
   s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
-  s.emplace_back("drains", int64_t(st.drains));
-  s.emplace_back("purges", int64_t(st.purges));
-  s.emplace_back("purged_areas", int64_t(st.purged_areas));
-  s.emplace_back("overflow_purges", int64_t(st.overflow_purges));
-  s.emplace_back("tlb_flushes", int64_t(st.tlb_flushes));
   s.emplace_back("search_steps_per_search", per(st.search_steps, st.searches));
-  s.emplace_back("fit_fl", int64_t(st.fit[FL_FIT_TYPE]));
-  s.emplace_back("fit_le", int64_t(st.fit[LE_FIT_TYPE]));
-  s.emplace_back("fit_re", int64_t(st.fit[RE_FIT_TYPE]));
-  s.emplace_back("fit_ne", int64_t(st.fit[NE_FIT_TYPE]));
+  emit_counters(st, s);
   s.emplace_back("lazy_lock_in_lockstat", space_->lazy_lock_counted());
   s.emplace_back("map_pages", map_pages_);
   s.emplace_back("page_alloc_failures", int64_t(page_failures));
@@ -433,7 +413,7 @@ ScenarioDef vmalloc_stress_scenario() {
       {
           threads_param(2),
           ParamSpec::integer("ops", 100000, 1, 1'000'000'000, "operations per worker (allocate, then free)"),
-          ParamSpec::choice("pattern", "thread_stack", pattern_names(),
+          ParamSpec::choice("pattern", "thread_stack", kPatternNames.list(),
                             "workload: thread_stack (stress-ng --pthread: size at align) or one of "
                             "lib/test_vmalloc.c's tests"),
           ParamSpec::integer("size", 16384, 1, kMaxBytes,

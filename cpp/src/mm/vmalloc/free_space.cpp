@@ -74,7 +74,7 @@ FitType classify_va_fit_type(const VmapArea* va, unsigned long nva_start_addr, u
 bool va_clip(VmapCpu& c, VaTree& free, VmapArea* va, unsigned long nva_start_addr, unsigned long size) {
   VmapArea* lva = nullptr;
   const FitType type = classify_va_fit_type(va, nva_start_addr, size);
-  ++c.st.fit[type];
+  ++c.st.fit(type);
   switch (type) {
     case FL_FIT_TYPE:
       //  |               |
