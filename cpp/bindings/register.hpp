@@ -4,3 +4,4 @@
 #include <pybind11/pybind11.h>
 
 void register_machine_profile(pybind11::module_& m);
+void register_calibration(pybind11::module_& m);
