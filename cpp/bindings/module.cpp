@@ -12,6 +12,7 @@
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_class.hpp"
 #include "alloclab/topology/topology.hpp"
+#include "register.hpp"
 
 namespace py = pybind11;
 using namespace alloclab;
@@ -205,6 +206,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
         py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
         py::arg("grow") = false, py::arg("exclusive") = true);
+  register_machine_profile(m);
+  register_calibration(m);
   m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::call_guard<py::gil_scoped_release>(),
         "Stops every run in flight in this process (each returns stopped, with `reason`); returns how many.");
   m.def("runs_in_flight", &runs_in_flight, py::call_guard<py::gil_scoped_release>());

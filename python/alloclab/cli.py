@@ -7,6 +7,7 @@
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR]
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume]] [--timeout S] [--topology T] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
+    alloclab calibrate [--out FILE] [--quick] [--name NAME] [--description TEXT]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
@@ -300,6 +301,24 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate, to_toml
+
+    def log(line: str) -> None:
+        print(f"  {line}", file=sys.stderr)
+
+    print(f"alloclab calibrate: measuring this host{' (quick mode)' if args.quick else ''} ...", file=sys.stderr)
+    doc = calibrate(quick=args.quick, name=args.name, description=args.description, log=log)
+    text = to_toml(doc)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    print(doc["description"], file=sys.stderr)
+    return 0
+
+
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
@@ -347,6 +366,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the studies and exit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("calibrate", help="measure this machine and write its machine profile (TOML)")
+    p.add_argument("--out", metavar="FILE", help="write the profile to FILE (default: print it)")
+    p.add_argument("--quick", action="store_true", help="tiny measurements: checks the tool, not the machine")
+    p.add_argument("--name", default="host", help="the profile's name (default: host)")
+    p.add_argument("--description", metavar="TEXT", help='what the machine is, e.g. "2-vCPU VM, ..."')
+    p.set_defaults(func=_cmd_calibrate)
     return parser
 
 

@@ -47,7 +47,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -196,7 +196,7 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     """
     base = Path(root) / name
     base.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     for i in range(1000):
         path = base / (stamp if i == 0 else f"{stamp}-{i}")
         try:
