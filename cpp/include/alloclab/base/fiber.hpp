@@ -80,6 +80,7 @@ class Fiber {
   // Before leaving for `to`: keeps this context's exception globals, installs `to`'s.
   void switch_eh(const Fiber& to) noexcept;
 
+  // What every switch reads and writes comes first.
   Fiber* from_ = nullptr;      // the context that last switched to this one
   boost::context::fiber ctx_;  // this context while suspended (or not started); empty while it runs
   detail::EhGlobals eh_{};     // this context's exception globals while it does not run
