@@ -13,7 +13,7 @@ VPY := $(VENV)/bin/python
 BUILD := build
 CPP_BUILD := $(BUILD)/cpp
 STAMPS := $(BUILD)/stamps
-SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev pkg-config clang-format
+SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev pkg-config clang-format
 CPP_SOURCES := $(shell find cpp -name '*.cpp' -o -name '*.hpp') CMakeLists.txt
 PY_BUILD_DEPS := 'scikit-build-core>=0.10' 'pybind11>=2.12' 'cmake>=3.20' ninja
 CMAKE := $(abspath $(VENV))/bin/cmake
@@ -72,7 +72,7 @@ format: install
 # --- set-up ---------------------------------------------------------------------------------------------------
 
 sysdeps: $(STAMPS)/sysdeps
-$(STAMPS)/sysdeps:
+$(STAMPS)/sysdeps: Makefile  # re-checked when SYS_PACKAGES changes
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(SYS_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
