@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "alloclab/base/scheduler.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -29,6 +31,18 @@ static bool has_invariant_tsc() noexcept {
 }
 
 const bool kUseTsc = has_invariant_tsc();
+
+constinit thread_local bool tls_virtual = false;
+
+uint64_t virtual_now() noexcept {
+  vt::Simulator* s = vt::Simulator::current();
+  return s && vt::Simulator::current_cpu() >= 0 ? s->now() : 0;
+}
+
+void virtual_advance(uint64_t ps) noexcept {
+  vt::Simulator* s = vt::Simulator::current();
+  if (s && vt::Simulator::current_cpu() >= 0) s->advance(ps);
+}
 
 static ClockCalibration calibrate() noexcept {
   if (!kUseTsc) return {false, 1.0, 1.0};

@@ -409,7 +409,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   const HostLoad load_end = read_host_load();
 
   // ---- the run's one clock ----
-  const double s_per_tick = clock_calibration().ns_per_tick * 1e-9;
+  const double s_per_tick = ns_per_tick() * 1e-9;
   double last_start = 0, first_end = INFINITY, last_end = 0, runq_share = 0;
   for (size_t w = 0; w < rows.size(); ++w) {
     WorkerRow& row = rows[w];

@@ -64,7 +64,7 @@ void LockDomain::detach() { tls_lockstat = {}; }
 std::vector<LockStatRow> LockDomain::rows() const {
   std::vector<LockStatRow> out;
   const size_t workers = stride_ ? slots_.size() / stride_ : 0;
-  const double ns = clock_calibration().ns_per_tick;
+  const double ns = ns_per_tick();
   for (size_t cls = 0; cls < nr_classes_; ++cls) {
     LockStatCounters m;
     for (size_t w = 0; w < workers; ++w) {

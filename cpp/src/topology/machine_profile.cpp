@@ -48,12 +48,9 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "core", "GB/s", true},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},
-    {"op_cycles", "atomic_rmw", "cycles", true},
-    {"op_cycles", "line_access", "cycles", true},
-    {"op_cycles", "list_op", "cycles", true},
-    {"op_cycles", "tree_step", "cycles", true},
-    {"op_cycles", "bitmap_word", "cycles", true},
-    {"op_cycles", "page_init", "cycles", true},
+#define ALLOCLAB_OP_FIELD(name) {"op_cycles", #name, "cycles", true},
+    ALLOCLAB_OPS(ALLOCLAB_OP_FIELD)
+#undef ALLOCLAB_OP_FIELD
 };
 constexpr const char* kSections[] = {"clock", "transfer_ns", "wakeup_ns", "bandwidth_gbs", "dram_ns", "op_cycles"};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};

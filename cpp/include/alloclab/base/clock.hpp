@@ -4,6 +4,9 @@
 // constant_tsc + nonstop_tsc) ticks are raw `rdtsc` reads, calibrated once per process against
 // std::chrono::steady_clock; elsewhere ticks are steady_clock nanoseconds. lock_stat hooks store ticks and
 // convert to nanoseconds only when statistics are merged, so the hot path pays one rdtsc per timestamp.
+// In a virtual-clock run (VirtualClockScope on the thread that runs the simulator) a tick is one picosecond of the
+// calling virtual CPU's clock (vt::Simulator): clock_ticks() reads it, spin_for_ticks() advances it instead of
+// spinning, and the conversions are exact, so model code times itself the same way in both clocks.
 // Leaves out: cross-socket TSC skew (Linux refuses unsynchronised TSCs as a clocksource, and so do we).
 #pragma once
 
@@ -28,18 +31,43 @@ const ClockCalibration& clock_calibration() noexcept;
 namespace detail {
 uint64_t steady_ns() noexcept;
 extern const bool kUseTsc;
+extern constinit thread_local bool tls_virtual;  // a VirtualClockScope is active on this thread
+// The calling virtual CPU's clock in picoseconds (0 outside the simulator's fibers), and charging it.
+uint64_t virtual_now() noexcept;
+void virtual_advance(uint64_t ps) noexcept;
 }  // namespace detail
 
-// Raw timestamp. Cheap (rdtsc or vDSO clock_gettime).
+// While alive on a thread, that thread's clock is virtual (see the header comment). Scopes nest.
+class VirtualClockScope {
+ public:
+  VirtualClockScope() noexcept : previous_(detail::tls_virtual) { detail::tls_virtual = true; }
+  ~VirtualClockScope() { detail::tls_virtual = previous_; }
+  VirtualClockScope(const VirtualClockScope&) = delete;
+  VirtualClockScope& operator=(const VirtualClockScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True on a thread that runs a virtual-clock run.
+inline bool virtual_clock() noexcept { return detail::tls_virtual; }
+
+// Raw timestamp. Cheap (rdtsc or vDSO clock_gettime); a picosecond count in a virtual-clock run.
 inline uint64_t clock_ticks() noexcept {
+  if (detail::tls_virtual) [[unlikely]]
+    return detail::virtual_now();
 #if defined(__x86_64__) || defined(__i386__)
   if (detail::kUseTsc) return __rdtsc();
 #endif
   return detail::steady_ns();
 }
 
-inline double ticks_to_ns(uint64_t ticks) noexcept { return double(ticks) * clock_calibration().ns_per_tick; }
-inline uint64_t ns_to_ticks(uint64_t ns) noexcept { return uint64_t(double(ns) * clock_calibration().ticks_per_ns); }
+// Nanoseconds per tick of this thread's clock (exactly 0.001 in a virtual-clock run).
+inline double ns_per_tick() noexcept { return detail::tls_virtual ? 1e-3 : clock_calibration().ns_per_tick; }
+inline double ticks_to_ns(uint64_t ticks) noexcept { return double(ticks) * ns_per_tick(); }
+inline uint64_t ns_to_ticks(uint64_t ns) noexcept {
+  return detail::tls_virtual ? ns * 1000 : uint64_t(double(ns) * clock_calibration().ticks_per_ns);
+}
 
 // Nanoseconds since an arbitrary origin, from the same source as clock_ticks().
 inline uint64_t clock_ns() noexcept { return uint64_t(ticks_to_ns(clock_ticks())); }
@@ -58,9 +86,14 @@ inline void cpu_pause() noexcept {
 #endif
 }
 
-// Busy-wait for a precomputed number of ticks (hot loops convert once with ns_to_ticks).
+// Busy-wait for a precomputed number of ticks (hot loops convert once with ns_to_ticks); in a virtual-clock run the
+// calling virtual CPU's clock advances by them instead.
 inline void spin_for_ticks(uint64_t ticks) noexcept {
   if (ticks == 0) return;
+  if (detail::tls_virtual) [[unlikely]] {
+    detail::virtual_advance(ticks);
+    return;
+  }
   const uint64_t end = clock_ticks() + ticks;
   while (clock_ticks() < end) cpu_pause();
 }
@@ -69,6 +102,10 @@ inline void spin_for_ticks(uint64_t ticks) noexcept {
 template <class Stop>
 void spin_for_ticks(uint64_t ticks, const Stop& stop) {
   if (ticks == 0) return;
+  if (detail::tls_virtual) [[unlikely]] {
+    detail::virtual_advance(ticks);
+    return;
+  }
   const uint64_t end = clock_ticks() + ticks;
   while (clock_ticks() < end && !stop()) cpu_pause();
 }

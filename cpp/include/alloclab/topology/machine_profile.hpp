@@ -34,6 +34,16 @@
 
 #include "alloclab/topology/topology.hpp"
 
+// X(op): the model operations a profile costs in cycles (its [op_cycles] table), named once: the profile's fields,
+// the cost model's Op and calibrate's microbenchmarks follow this list.
+#define ALLOCLAB_OPS(X) \
+  X(atomic_rmw)         \
+  X(line_access)        \
+  X(list_op)            \
+  X(tree_step)          \
+  X(bitmap_word)        \
+  X(page_init)
+
 namespace alloclab {
 
 // ---- distance classes ---------------------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ class CmaConcurrent final : public Scenario {
       ctx.add_ops();
       ctx.record_alloc(ms_->page_to_pfn(page));
     }
-    const double ns = clock_calibration().ns_per_tick * 1e-9;
+    const double ns = ns_per_tick() * 1e-9;
     const ContigStats& c = st.contig;
     ctx.metric("pages", page ? double(alloc_pages_) : 0.0);
     ctx.metric("pages_migrated", double(c.migrate.pages_migrated));

@@ -168,7 +168,7 @@ class ShmemFault final : public Scenario {
     m.emplace_back("check", c.summary() + "; allocator " + before.summary() + "; after teardown " + after.summary());
 
     if (env.locks.lockstat() && s.mmap_sem_reads) {  // the read side of mmap_sem, in lock_stat's columns
-      const double ns = clock_calibration().ns_per_tick;
+      const double ns = ns_per_tick();
       LockStatRow mm{};
       mm.cls = "mmap_sem";
       mm.kind = "rwsem-read";
