@@ -35,7 +35,9 @@ struct FieldSpec {
   bool required;  // when the topology allows the field at all (transfer_ns and dram_ns.remote depend on it)
 };
 
-// Every number a schema-1 profile can hold, in the order of the documentation.
+// Every number a schema-1 profile can hold, in the order of the documentation. (clang-format would pack the table
+// around the generated op_cycles rows.)
+// clang-format off
 constexpr FieldSpec kFields[] = {
     {"clock", "ghz", "GHz", true},
     {"transfer_ns", "same_core", "ns", true},
@@ -52,6 +54,7 @@ constexpr FieldSpec kFields[] = {
     ALLOCLAB_OPS(ALLOCLAB_OP_FIELD)
 #undef ALLOCLAB_OP_FIELD
 };
+// clang-format on
 constexpr const char* kSections[] = {"clock", "transfer_ns", "wakeup_ns", "bandwidth_gbs", "dram_ns", "op_cycles"};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 

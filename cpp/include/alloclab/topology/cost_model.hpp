@@ -73,9 +73,9 @@ class CostModel {
 
  private:
   struct LineState {
-    uint64_t key = 0;          // line address >> 6, plus one (0: empty slot)
-    int16_t owner = -1;        // last writer (virtual CPU), -1 never written
-    uint8_t nreaders = 0;      // CPUs in readers[] (read since the last write)
+    uint64_t key = 0;           // line address >> 6, plus one (0: empty slot)
+    int16_t owner = -1;         // last writer (virtual CPU), -1 never written
+    uint8_t nreaders = 0;       // CPUs in readers[] (read since the last write)
     bool many_readers = false;  // more read it than readers[] holds
     std::array<int16_t, 3> readers{};
   };
@@ -89,10 +89,10 @@ class CostModel {
   std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
   vt::vtime wakeup_ps_ = 0;
   double core_gbs_ = 0, node_gbs_ = 0;
-  double host_to_profile_ = 1;              // measured costs: host ns x this = profile ns
-  std::vector<uint64_t> host_mark_;         // measured costs: host ticks at each CPU's last sync
+  double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
+  std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync
   std::vector<std::vector<vt::vtime>> bulk_ends_;  // per node: when the bulk work running on it ends
-  std::vector<LineState> lines_;            // open addressing, power-of-two size
+  std::vector<LineState> lines_;                   // open addressing, power-of-two size
   size_t nr_lines_ = 0;
 };
 
