@@ -8,6 +8,9 @@ namespace py = pybind11;
 using namespace alloclab;
 
 void register_machine_profile(py::module_& m) {
+  m.def(
+      "op_names", [] { return std::vector<std::string>(std::begin(kOpNames), std::end(kOpNames)); },
+      "The model operations a profile costs in cycles (the fields of its op_cycles table), in ALLOCLAB_OPS order.");
   py::class_<MachineProfile, std::shared_ptr<MachineProfile>>(m, "MachineProfile")
       .def(py::init([](std::map<std::string, std::string> text, std::map<std::string, double> numbers,
                        std::vector<std::string> seeds) {

@@ -11,8 +11,6 @@ using namespace alloclab;
 
 namespace {
 
-const char* const kOps[] = {"atomic_rmw", "line_access", "list_op", "tree_step", "bitmap_word", "page_init"};
-
 void number(ProfileFields& f, const std::string& entry, double v) {
   f.numbers[entry + ".value"] = v;
   f.text[entry + ".source"] = "a test";
@@ -34,7 +32,7 @@ ProfileFields fields(const std::string& topology, const std::vector<std::string>
   number(f, "bandwidth_gbs.node", 100);
   number(f, "bandwidth_gbs.core", 12);
   double cycles = 1;
-  for (const char* op : kOps) number(f, std::string("op_cycles.") + op, cycles += 1);
+  for (const auto op : kOpNames) number(f, "op_cycles." + std::string(op), cycles += 1);
   return f;
 }
 

@@ -1,6 +1,6 @@
 """``alloclab calibrate``: measure the machine this process runs on and write a schema-1 machine profile.
 
-The measurements are the engine's (``_core.calibration``; methods in ``cpp/include/alloclab/calibrate.hpp``). This
+The measurements are the engine's (``_core.calibration``; methods in ``cpp/include/alloclab/lab/calibrate.hpp``). This
 module picks the PUs and sizes, converts the results to the profile's units, and gives every number a source that
 says ``calibrated on <cpu model> with alloclab calibrate on <date>`` and how the number was measured. Measure on a
 quiet machine: the load average before and after goes into the description.
@@ -208,7 +208,8 @@ def _op_cycles(run: _Run, pu: int, ghz: float) -> dict[str, Any]:
     return out
 
 
-# What each op_cycles microbenchmark does (calibrate.hpp has the details).
+# What each op_cycles microbenchmark does (calibrate.cpp has the details): one entry per op of the engine's list
+# (_core.op_names(), ALLOCLAB_OPS in machine_profile.hpp); test_calibrate.py checks that they match.
 _OP_HOW = {
     "atomic_rmw": "lock-prefixed fetch_add on an L1-resident line",
     "line_access": "dependent loads around a random cycle of 256 cache lines (16 KiB, L1)",

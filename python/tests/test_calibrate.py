@@ -9,9 +9,9 @@ from test_cli import alloclab
 
 import alloclab as al
 from alloclab import _core
-from alloclab.calibrate import calibrate, to_toml
+from alloclab.calibrate import _OP_HOW, calibrate, to_toml
 
-OPS = {"atomic_rmw", "line_access", "list_op", "tree_step", "bitmap_word", "page_init"}
+OPS = set(_core.op_names())  # the engine's op list (ALLOCLAB_OPS); test_machines.py pins it
 
 # A line transfer and a wake-up need two PUs: a single-PU host cannot be calibrated (and says so).
 pytestmark = pytest.mark.skipif(al.Topology.host().pus < 2, reason="calibration needs at least two host PUs")
@@ -56,3 +56,10 @@ def test_calibration_refuses_bad_pus():
         _core.calibration.op_ns(n, 1, 10)
     with pytest.raises(ValueError, match="pu: a transfer needs two different PUs"):
         _core.calibration.transfer_ns(0, 0, 1, 1)
+
+
+def test_every_op_has_one_microbenchmark_and_one_description():
+    measured = _core.calibration.op_ns(0, 1, 100)
+    assert [op for op, _ in measured] == list(_core.op_names())  # every op, in list order
+    assert all(ns > 0 for _, ns in measured)
+    assert set(_OP_HOW) == OPS

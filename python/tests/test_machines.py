@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import alloclab as al
+from alloclab import _core
 from alloclab.machines import profile_fields
 
 # What each shipped profile must come out as: (CPUs, cores, NUMA nodes, distance classes).
@@ -29,6 +31,7 @@ SEEDS = [
     "vmalloc-busy-lock-once",
     "shmem-prealloc-fault",
 ]
+# The [op_cycles] fields: the engine's list (ALLOCLAB_OPS), pinned here because every profile must follow it.
 OPS = ["atomic_rmw", "line_access", "list_op", "tree_step", "bitmap_word", "page_init"]
 
 
@@ -74,6 +77,13 @@ def test_host_profile_is_a_calibration_of_this_project_machine():
     m = al.machine("host")
     assert m.description.startswith("2-vCPU VM")
     assert all(s.startswith("calibrated on ") and "with alloclab calibrate on " in s for s in m.fields["source"])
+
+
+def test_op_list_matches_the_engine_and_the_readme():
+    assert list(_core.op_names()) == OPS
+    readme = (Path(al.machine("host").path).parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("[op_cycles]", 1)[1].split("```", 1)[0]
+    assert re.findall(r"^(\w+) = \{", table, re.MULTILINE) == OPS
 
 
 def test_derived_op_cycles_are_the_host_calibration():

@@ -329,6 +329,121 @@ struct KeyedNode {
   uint64_t key;
 };
 
+// What each op's microbenchmark gets: the trial count, the operations per trial, and the one generator behind the
+// random layouts. The benchmarks run in ALLOCLAB_OPS order from a fixed seed, so every run builds the same layouts.
+struct OpBench {
+  int trials;
+  size_t ops;
+  Rng& rng;
+};
+
+// One bench_<op> per op of ALLOCLAB_OPS, each returning the median ns per operation. Call on the pinned thread.
+
+// atomic_rmw: a lock-prefixed add on a line that stays in L1 (the uncontended half of every lock operation).
+double bench_atomic_rmw(OpBench& b) {
+  alignas(64) std::atomic<uint64_t> counter{0};
+  return per_unit_ns(b.trials, b.ops, [&] {
+    counter.fetch_add(1, std::memory_order_seq_cst);
+    return uint64_t(1);
+  });
+}
+
+// line_access: a dependent load from a cached line: a pointer chase around a random cycle of 256 lines (16 KiB).
+double bench_line_access(OpBench& b) {
+  std::vector<ChaseLine> lines(256);
+  std::vector<size_t> order(lines.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.rng.below(i + 1)]);
+  for (size_t i = 0; i < order.size(); ++i) lines[order[i]].next = &lines[order[(i + 1) % order.size()]];
+  ChaseLine* p = &lines[order[0]];
+  return per_unit_ns(b.trials, b.ops, [&] {
+    p = p->next;
+    escape(p);
+    return uint64_t(1);
+  });
+}
+
+// list_op: list_move_tail on a 64-entry ListHead list = one list_del and one list_add_tail, i.e. two list ops.
+double bench_list_op(OpBench& b) {
+  vmalloc::ListHead head;
+  std::vector<ListNode> nodes(64);
+  for (auto& n : nodes) vmalloc::list_add_tail(&n.list, &head);
+  return per_unit_ns(b.trials, b.ops, [&] {
+    vmalloc::list_move_tail(head.next, &head);
+    escape(&head);
+    return uint64_t(2);
+  });
+}
+
+// tree_step: one level of a lookup in a 1024-node rbtree (vmalloc's RbNode), random keys: a load, a compare and a
+// branch the predictor cannot learn, as in find_vmap_area's walk.
+double bench_tree_step(OpBench& b) {
+  std::vector<KeyedNode> nodes(1024);
+  vmalloc::RbRoot root;
+  std::vector<uint64_t> keys(nodes.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 2 * i + 1;
+  for (size_t i = keys.size() - 1; i > 0; --i) std::swap(keys[i], keys[b.rng.below(i + 1)]);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].key = keys[i];
+    vmalloc::RbNode** link = &root.rb_node;
+    vmalloc::RbNode* parent = nullptr;
+    while (*link) {
+      parent = *link;
+      link = keys[i] < reinterpret_cast<KeyedNode*>(parent)->key ? &parent->rb_left : &parent->rb_right;
+    }
+    vmalloc::rb_link_node(&nodes[i].rb, parent, link);
+    vmalloc::rb_insert_color(&nodes[i].rb, &root);
+  }
+  std::vector<uint64_t> lookups(4096);
+  for (auto& k : lookups) k = keys[b.rng.below(keys.size())];
+  size_t next = 0;
+  return per_unit_ns(b.trials, b.ops, [&] {
+    const uint64_t key = lookups[next++ % lookups.size()];
+    uint64_t levels = 0;
+    for (vmalloc::RbNode* n = root.rb_node; n;) {
+      ++levels;
+      const uint64_t k = reinterpret_cast<KeyedNode*>(n)->key;
+      if (key == k) break;
+      n = key < k ? n->rb_left : n->rb_right;
+    }
+    return levels;
+  });
+}
+
+// bitmap_word: find_next_bit over a 512-word bitmap with one bit set every 64 words: one word load, test and branch
+// per word, as the kernel's scalar _find_next_bit (volatile loads keep the compiler from vectorising).
+double bench_bitmap_word(OpBench& b) {
+  std::vector<uint64_t> bitmap(512, 0);
+  for (size_t w = 63; w < bitmap.size(); w += 64) bitmap[w] = uint64_t(1) << 17;
+  const volatile uint64_t* words = bitmap.data();
+  size_t pos = 0;
+  return per_unit_ns(b.trials, b.ops / 16 + 1, [&] {
+    uint64_t tested = 0;
+    for (;;) {
+      ++tested;
+      if (words[pos]) break;
+      pos = (pos + 1) % bitmap.size();
+    }
+    pos = (pos + 1) % bitmap.size();
+    return tested;
+  });
+}
+
+// page_init: __init_single_page on 64-byte struct pages in L1, as hugetlb_folio_init_tail_vmemmap does it.
+double bench_page_init(OpBench& b) {
+  std::vector<mm::Page> pages(256);
+  size_t i = 0;
+  return per_unit_ns(b.trials, b.ops, [&] {
+    mm::Page& p = pages[i++ % pages.size()];
+    std::memset(static_cast<void*>(&p), 0, sizeof(mm::Page));
+    p.flags = mm::page_links(0, 0);
+    p._refcount = 1;
+    p._mapcount = -1;
+    escape(&p);
+    return uint64_t(1);
+  });
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops) {
@@ -338,111 +453,11 @@ std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops
   std::vector<std::pair<std::string, double>> out;
   on_pinned_threads({pu}, [&](size_t) {
     Rng rng(0x70726f66696c65ull);  // fixed: the same layouts on every run
-
-    // atomic_rmw: a lock-prefixed add on a line that stays in L1 (the uncontended half of every lock operation).
-    {
-      alignas(64) std::atomic<uint64_t> counter{0};
-      out.emplace_back("atomic_rmw", per_unit_ns(trials, ops, [&] {
-                         counter.fetch_add(1, std::memory_order_seq_cst);
-                         return uint64_t(1);
-                       }));
-    }
-
-    // line_access: a dependent load from a cached line: a pointer chase around a random cycle of 256 lines (16 KiB).
-    {
-      std::vector<ChaseLine> lines(256);
-      std::vector<size_t> order(lines.size());
-      std::iota(order.begin(), order.end(), 0);
-      for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-      for (size_t i = 0; i < order.size(); ++i) lines[order[i]].next = &lines[order[(i + 1) % order.size()]];
-      ChaseLine* p = &lines[order[0]];
-      out.emplace_back("line_access", per_unit_ns(trials, ops, [&] {
-                         p = p->next;
-                         escape(p);
-                         return uint64_t(1);
-                       }));
-    }
-
-    // list_op: list_move_tail on a 64-entry ListHead list = one list_del and one list_add_tail, i.e. two list ops.
-    {
-      vmalloc::ListHead head;
-      std::vector<ListNode> nodes(64);
-      for (auto& n : nodes) vmalloc::list_add_tail(&n.list, &head);
-      out.emplace_back("list_op", per_unit_ns(trials, ops, [&] {
-                         vmalloc::list_move_tail(head.next, &head);
-                         escape(&head);
-                         return uint64_t(2);
-                       }));
-    }
-
-    // tree_step: one level of a lookup in a 1024-node rbtree (vmalloc's RbNode), random keys: a load, a compare and
-    // a branch the predictor cannot learn, as in find_vmap_area's walk.
-    {
-      std::vector<KeyedNode> nodes(1024);
-      vmalloc::RbRoot root;
-      std::vector<uint64_t> keys(nodes.size());
-      for (size_t i = 0; i < keys.size(); ++i) keys[i] = 2 * i + 1;
-      for (size_t i = keys.size() - 1; i > 0; --i) std::swap(keys[i], keys[rng.below(i + 1)]);
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        nodes[i].key = keys[i];
-        vmalloc::RbNode** link = &root.rb_node;
-        vmalloc::RbNode* parent = nullptr;
-        while (*link) {
-          parent = *link;
-          link = keys[i] < reinterpret_cast<KeyedNode*>(parent)->key ? &parent->rb_left : &parent->rb_right;
-        }
-        vmalloc::rb_link_node(&nodes[i].rb, parent, link);
-        vmalloc::rb_insert_color(&nodes[i].rb, &root);
-      }
-      std::vector<uint64_t> lookups(4096);
-      for (auto& k : lookups) k = keys[rng.below(keys.size())];
-      size_t next = 0;
-      out.emplace_back("tree_step", per_unit_ns(trials, ops, [&] {
-                         const uint64_t key = lookups[next++ % lookups.size()];
-                         uint64_t levels = 0;
-                         for (vmalloc::RbNode* n = root.rb_node; n;) {
-                           ++levels;
-                           const uint64_t k = reinterpret_cast<KeyedNode*>(n)->key;
-                           if (key == k) break;
-                           n = key < k ? n->rb_left : n->rb_right;
-                         }
-                         return levels;
-                       }));
-    }
-
-    // bitmap_word: find_next_bit over a 512-word bitmap with one bit set every 64 words: one word load, test and
-    // branch per word, as the kernel's scalar _find_next_bit (volatile loads keep the compiler from vectorising).
-    {
-      std::vector<uint64_t> bitmap(512, 0);
-      for (size_t w = 63; w < bitmap.size(); w += 64) bitmap[w] = uint64_t(1) << 17;
-      const volatile uint64_t* words = bitmap.data();
-      size_t pos = 0;
-      out.emplace_back("bitmap_word", per_unit_ns(trials, ops / 16 + 1, [&] {
-                         uint64_t tested = 0;
-                         for (;;) {
-                           ++tested;
-                           if (words[pos]) break;
-                           pos = (pos + 1) % bitmap.size();
-                         }
-                         pos = (pos + 1) % bitmap.size();
-                         return tested;
-                       }));
-    }
-
-    // page_init: __init_single_page on 64-byte struct pages in L1, as hugetlb_folio_init_tail_vmemmap does it.
-    {
-      std::vector<mm::Page> pages(256);
-      size_t i = 0;
-      out.emplace_back("page_init", per_unit_ns(trials, ops, [&] {
-                         mm::Page& p = pages[i++ % pages.size()];
-                         std::memset(static_cast<void*>(&p), 0, sizeof(mm::Page));
-                         p.flags = mm::page_links(0, 0);
-                         p._refcount = 1;
-                         p._mapcount = -1;
-                         escape(&p);
-                         return uint64_t(1);
-                       }));
-    }
+    OpBench b{trials, ops, rng};
+    // Every op of the list, in its order: an op without a bench_<op> does not compile.
+#define ALLOCLAB_OP_BENCH(name) out.emplace_back(#name, bench_##name(b));
+    ALLOCLAB_OPS(ALLOCLAB_OP_BENCH)
+#undef ALLOCLAB_OP_BENCH
   });
   return out;
 }

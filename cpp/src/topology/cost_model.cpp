@@ -19,12 +19,6 @@ CostScope::CostScope(CostModel* m) noexcept : previous_(detail::tls_costs) { det
 CostScope::~CostScope() { detail::tls_costs = previous_; }
 
 namespace {
-constexpr std::string_view kOpNames[] = {
-#define ALLOCLAB_OP_NAME(name) #name,
-    ALLOCLAB_OPS(ALLOCLAB_OP_NAME)
-#undef ALLOCLAB_OP_NAME
-};
-
 vt::vtime ps(double ns) { return vt::vtime(std::llround(ns * 1000.0)); }
 
 // The host's own ticks, whatever this thread's clock: measured costs time the model code on the host.

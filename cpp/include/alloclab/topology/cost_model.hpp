@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -32,11 +33,7 @@ enum class Op : uint8_t {
   ALLOCLAB_OPS(ALLOCLAB_OP_ENUM)
 #undef ALLOCLAB_OP_ENUM
 };
-inline constexpr int kNrOps = 0
-#define ALLOCLAB_OP_COUNT(name) +1
-    ALLOCLAB_OPS(ALLOCLAB_OP_COUNT)
-#undef ALLOCLAB_OP_COUNT
-    ;
+inline constexpr int kNrOps = int(std::size(kOpNames));  // Op o is named kOpNames[size_t(o)]
 
 enum class Costs : uint8_t { table, measured };
 inline constexpr EnumNames<Costs, 2> kCostsNames{{{{Costs::table, "table"}, {Costs::measured, "measured"}}}};

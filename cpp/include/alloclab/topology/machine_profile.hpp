@@ -35,7 +35,7 @@
 #include "alloclab/topology/topology.hpp"
 
 // X(op): the model operations a profile costs in cycles (its [op_cycles] table), named once: the profile's fields,
-// the cost model's Op and calibrate's microbenchmarks follow this list.
+// kOpNames, the cost model's Op and calibrate's microbenchmarks (one bench_<op> each) follow this list.
 #define ALLOCLAB_OPS(X) \
   X(atomic_rmw)         \
   X(line_access)        \
@@ -45,6 +45,13 @@
   X(page_init)
 
 namespace alloclab {
+
+// The ops' names in list order ("atomic_rmw", ..., "page_init"): the fields of a profile's [op_cycles] table.
+inline constexpr std::string_view kOpNames[] = {
+#define ALLOCLAB_OP_NAME(name) #name,
+    ALLOCLAB_OPS(ALLOCLAB_OP_NAME)
+#undef ALLOCLAB_OP_NAME
+};
 
 // ---- distance classes ---------------------------------------------------------------------------------------------
 
