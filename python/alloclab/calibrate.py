@@ -217,6 +217,7 @@ _OP_HOW = {
     "tree_step": "per level of lookups of random keys in a 1024-node rbtree (vmalloc/rbtree.hpp RbNode)",
     "bitmap_word": "per word of find_next_bit over a 512-word bitmap with one bit every 64 words",
     "page_init": "__init_single_page (memset + flags + refcount + mapcount) on a 64-byte struct page in L1",
+    "pause": "per PAUSE of back-to-back PAUSE instructions (cpu_pause(), the spin-wait hint of a spin loop)",
 }
 
 

@@ -444,6 +444,16 @@ double bench_page_init(OpBench& b) {
   });
 }
 
+// pause: back-to-back PAUSEs (cpu_pause(); nothing off x86), as a spin loop issues them while it waits. The loop adds
+// an increment and a branch, about a cycle against the tens that a PAUSE takes. Under a hypervisor with PAUSE-loop
+// exiting enabled, a long run of PAUSEs can exit to the host, and the figure then includes the exits.
+double bench_pause(OpBench& b) {
+  return per_unit_ns(b.trials, b.ops, [] {
+    cpu_pause();
+    return uint64_t(1);
+  });
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops) {

@@ -36,17 +36,20 @@
 
 // X(op): the model operations a profile costs in cycles (its [op_cycles] table), named once: the profile's fields,
 // kOpNames, the cost model's Op and calibrate's microbenchmarks (one bench_<op> each) follow this list.
+//   pause  one x86 PAUSE (cpu_pause()), the spin-wait hint in every iteration of a spin loop: TTAS backoff, the
+//          futex mutex's optimistic spin, a poll of a flag. Its latency differs tenfold between microarchitectures.
 #define ALLOCLAB_OPS(X) \
   X(atomic_rmw)         \
   X(line_access)        \
   X(list_op)            \
   X(tree_step)          \
   X(bitmap_word)        \
-  X(page_init)
+  X(page_init)          \
+  X(pause)
 
 namespace alloclab {
 
-// The ops' names in list order ("atomic_rmw", ..., "page_init"): the fields of a profile's [op_cycles] table.
+// The ops' names in list order ("atomic_rmw", ..., "pause"): the fields of a profile's [op_cycles] table.
 inline constexpr std::string_view kOpNames[] = {
 #define ALLOCLAB_OP_NAME(name) #name,
     ALLOCLAB_OPS(ALLOCLAB_OP_NAME)
