@@ -77,7 +77,8 @@ py::dict workers_columns(const std::vector<WorkerRow>& rows) {
 
 py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
                 const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                double timeout_s, double min_time_s, bool grow, bool exclusive) {
+                double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
+                std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
   std::map<std::string, Value> given;
   for (const auto& [k, v] : params) {
     const std::string name = py::str(k);
@@ -112,6 +113,13 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   opt.min_time_s = min_time_s;
   opt.grow = grow;
   opt.exclusive = exclusive;
+  opt.clock = kClockKindNames.parse(clock, "clock");
+  opt.machine = std::move(machine);
+  if (!costs.is_none()) {
+    if (!py::isinstance<py::str>(costs))
+      throw std::invalid_argument("costs: expected 'table' or 'measured', got " + py::repr(costs).cast<std::string>());
+    opt.costs = kCostsNames.parse(costs.cast<std::string>(), "costs");
+  }
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
   // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined.
@@ -205,7 +213,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("run", &run_py, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
         py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
         py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
-        py::arg("grow") = false, py::arg("exclusive") = true);
+        py::arg("grow") = false, py::arg("exclusive") = true, py::arg("clock") = "real", py::arg("machine") = nullptr,
+        py::arg("costs") = py::none());
   register_machine_profile(m);
   register_calibration(m);
   m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::call_guard<py::gil_scoped_release>(),

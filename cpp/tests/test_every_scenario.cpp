@@ -1,9 +1,11 @@
-// Every registered scenario, with two workers on two model nodes, under every lock kind: the run completes, its own
-// finish() invariants hold (it throws otherwise) and its lock counts are exact (the runner throws otherwise). This
-// is the test that `make test-tsan` relies on to put every scenario's concurrent paths and every primitive under
-// ThreadSanitizer. The parameters are each scenario's declared `small` set, so a new scenario is covered at once.
+// Every registered scenario, with two workers on two model nodes, under every lock kind, in both clocks: the run
+// completes, its own finish() invariants hold (it throws otherwise) and its lock counts are exact (the runner throws
+// otherwise); a virtual-clock run is also identical when repeated. This is the test that `make test-tsan` relies on
+// to put every scenario's concurrent paths and every primitive under ThreadSanitizer. The parameters are each
+// scenario's declared `small` set, so a new scenario is covered at once.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <variant>
@@ -11,6 +13,7 @@
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_class.hpp"
+#include "test_profiles.hpp"
 
 using namespace alloclab;
 
@@ -23,12 +26,37 @@ TEST(EveryScenario, DeclaresSmallParametersThatItAccepts) {
   }
 }
 
-class EveryScenarioEveryKind : public ::testing::TestWithParam<std::tuple<std::string, LockKind>> {};
+// Everything a run says about what happened, virtual times included (doubles to the last bit); not the
+// host-dependent provenance.
+std::string fingerprint(const RunResult& r) {
+  std::string s;
+  const auto add = [&](const std::string& k, const Value& v) {
+    char buf[64];
+    if (const auto* d = std::get_if<double>(&v)) {
+      std::snprintf(buf, sizeof buf, "%a", *d);
+      s += k + "=" + buf + ";";
+    } else {
+      s += k + "=" + to_string(v) + ";";
+    }
+  };
+  for (const auto& [k, v] : r.summary) add(k, v);
+  for (const LockStatRow& row : r.lockstat)
+    for (const Column<LockStatRow>& c : lockstat_columns()) add(row.cls + "." + c.name, c.get(row));
+  for (const WorkerRow& w : r.workers)
+    for (const Column<WorkerRow>& c : worker_columns()) add(std::to_string(w.slot.worker) + "." + c.name, c.get(w));
+  return s;
+}
+
+class EveryScenarioEveryKind : public ::testing::TestWithParam<std::tuple<std::string, LockKind, ClockKind>> {};
 
 TEST_P(EveryScenarioEveryKind, RunsWithTwoWorkersAndItsChecksHold) {
-  const auto& [name, kind] = GetParam();
+  const auto& [name, kind, clock] = GetParam();
   RunOptions opt;
-  opt.model = Topology::synthetic("node:2 core:1 pu:1");
+  opt.clock = clock;
+  if (clock == ClockKind::real)
+    opt.model = Topology::synthetic("node:2 core:1 pu:1");
+  else
+    opt.machine = test::test_profile("package:2 numa:1 l3:1 core:1 pu:1", {"remote"});
   for (const LockClassDef& cls : lock_class_catalogue()) opt.locks.set(cls.name, to_string(kind));
   const RunResult r = run(name, find_scenario(name).small, opt);
   EXPECT_FALSE(r.stopped);
@@ -42,6 +70,10 @@ TEST_P(EveryScenarioEveryKind, RunsWithTwoWorkersAndItsChecksHold) {
   for (const auto& [key, value] : r.summary)
     if (key == "lock_counts_exact") exact = std::holds_alternative<bool>(value) && std::get<bool>(value);
   EXPECT_EQ(exact, name != "page_alloc") << name;
+  if (clock == ClockKind::virtual_time) {
+    EXPECT_GT(r.elapsed_s, 0.0);
+    EXPECT_EQ(fingerprint(r), fingerprint(run(name, find_scenario(name).small, opt)));
+  }
 }
 
 std::vector<LockKind> all_kinds() {
@@ -57,9 +89,11 @@ std::vector<std::string> scenario_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, EveryScenarioEveryKind,
-                         ::testing::Combine(::testing::ValuesIn(scenario_names()), ::testing::ValuesIn(all_kinds())),
+                         ::testing::Combine(::testing::ValuesIn(scenario_names()), ::testing::ValuesIn(all_kinds()),
+                                            ::testing::Values(ClockKind::real, ClockKind::virtual_time)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::string(to_string(std::get<1>(info.param)));
+                           return std::get<0>(info.param) + "_" + std::string(to_string(std::get<1>(info.param))) +
+                                  "_" + std::string(kClockKindNames(std::get<2>(info.param)));
                          });
 
 }  // namespace

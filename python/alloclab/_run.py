@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from . import _core
+from .machines import Machine
+from .machines import machine as load_machine
 from .topology import Topology
 
 __all__ = ["MeasurementWarning", "RunResult", "run"]
@@ -73,6 +76,9 @@ def run(
     min_time_s: float = 0.02,
     grow: bool = False,
     exclusive: bool = True,
+    clock: str = "real",
+    machine: str | os.PathLike | Machine | None = None,
+    costs: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Run one scenario once and return its :class:`RunResult`.
@@ -102,6 +108,16 @@ def run(
         exclusive: wait until no other run of this process is in flight, and keep others from starting while this
             one runs (the default: two runs on one host disturb each other's timings). ``False`` lets runs from
             several Python threads overlap; each then counts the others' workers towards oversubscription.
+        clock: ``"real"`` (the workers are pinned threads timed by the host) or ``"virtual"``: the workers are the
+            virtual CPUs of ``machine``, run as fibers on this thread in virtual time (see the README's "Virtual
+            time"). A virtual run has the same shape: ``elapsed_s`` and lock_stat times are virtual, every count and
+            check is the same, and with ``costs="table"`` it is a pure function of (scenario, parameters, seed,
+            machine): identical on every host. It takes no ``topology`` (the profile's is used) and no ``strict``.
+        machine: the machine profile of a virtual run: a name from :func:`machines`, a TOML path or a
+            :class:`Machine` (required with ``clock="virtual"``, refused otherwise).
+        costs: how a virtual run charges the work between sync points: ``"table"`` (default; the profile's
+            per-operation costs, deterministic) or ``"measured"`` (the host time the model code took, scaled by the
+            clock ratio; not reproducible).
         **params: the scenario's parameters (unknown names or out-of-range values raise ``ValueError``).
 
     The result's ``summary`` always ends with the measurement's own figures: ``elapsed_s`` (first), and after the
@@ -137,6 +153,9 @@ def run(
         _seconds("min_time_s", min_time_s, "0 flags nothing"),
         _flag("grow", grow),
         _flag("exclusive", exclusive),
+        clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
+        _core_machine(machine),
+        costs,
     )
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
@@ -191,6 +210,20 @@ def _core_topology(topology: Any) -> Any:
     if isinstance(topology, Topology):
         return topology._core
     raise ValueError(f"topology: expected a Topology, a synthetic description or None, got {topology!r}")
+
+
+def _core_machine(machine: Any) -> Any:
+    if machine is None:
+        return None
+    if isinstance(machine, Machine):
+        return machine._core
+    if isinstance(machine, (str, os.PathLike)):
+        return load_machine(machine)._core
+    raise ValueError(f"machine: expected a profile name, a TOML path or a Machine, got {machine!r}")
+
+
+def _bad_choice(name: str, value: Any, allowed: str) -> Any:
+    raise ValueError(f"{name}: invalid value {value!r} (allowed: one of {allowed})")
 
 
 def _placement(placement: Any) -> Any:

@@ -180,7 +180,20 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
         cols = ["parameter", "type", "default", "allowed", "doc"]
         print(_indent(part[cols].to_string(index=False)))
         print()
-    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s (see al.run).")
+    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs")
+    print("(see al.run).")
+    return 0
+
+
+def _cmd_machines(args: argparse.Namespace) -> int:
+    from .machines import machine, machines
+
+    if args.name:
+        m = machine(args.name)
+        print(repr(m))
+        print(_indent(m.fields().to_string(index=False)))
+        return 0
+    print(machines().to_string(index=False))
     return 0
 
 
@@ -337,6 +350,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", nargs="?", help="only this scenario")
     p.set_defaults(func=_cmd_scenarios)
 
+    p = sub.add_parser("machines", help="list the machine profiles of virtual-clock runs, or show one with its sources")
+    p.add_argument("name", nargs="?", help="a profile name or TOML file: print every number with its source")
+    p.set_defaults(func=_cmd_machines)
+
     p = sub.add_parser("run", help="run a scenario once; print its summary (and lock_stat)")
     p.add_argument("scenario")
     p.add_argument("params", nargs="*", metavar="k=v", help="scenario parameters")
@@ -383,6 +400,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the run's random choices (default 1)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S", help="stop a run after S seconds")
     p.add_argument("--strict", action="store_true", help="binding failures are errors")
+    p.add_argument("--clock", default="real", help="real (default) or virtual: simulate --machine in virtual time")
+    p.add_argument("--machine", metavar="NAME", help="with --clock virtual: a profile (alloclab machines) or TOML file")
+    p.add_argument("--costs", metavar="KIND", help="with --clock virtual: table (default; deterministic) or measured")
 
 
 def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -415,6 +435,9 @@ def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
         "timeout_s": fixed.pop("timeout_s", args.timeout),
         "strict": fixed.pop("strict", args.strict),
         "lockstat": fixed.pop("lockstat", True),
+        "clock": fixed.pop("clock", args.clock),
+        "machine": fixed.pop("machine", args.machine),
+        "costs": fixed.pop("costs", args.costs),
     }
 
 

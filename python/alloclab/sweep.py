@@ -35,13 +35,15 @@ import pandas as pd
 
 from ._catalogue import scenarios as _scenarios
 from ._run import MeasurementWarning, RunResult, run
+from .machines import Machine
 from .topology import Topology
 
 __all__ = ["RUN_OPTIONS", "SweepInterrupted", "SweepResult", "configurations", "sweep"]
 
 #: Options of :func:`alloclab.run` that may also appear as grid axes or fixed values of a sweep.
 RUN_OPTIONS = (
-    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive"
+    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive",
+    "clock", "machine", "costs",
 )  # fmt: skip
 
 #: Columns every sweep table starts with (then the grid and fixed parameters, then these status columns,
@@ -149,6 +151,9 @@ def sweep(
     min_time_s: float = 0.02,
     grow: bool = False,
     exclusive: bool = True,
+    clock: str = "real",
+    machine: str | os.PathLike | Any = None,
+    costs: str | None = None,
     retries: int = 0,
     lockstat_repeats: int = 0,
     **fixed: Any,
@@ -190,6 +195,8 @@ def sweep(
         timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row whose
             ``error`` column gives the reason (``"timeout after ..."``) and whose figures cover the part that ran.
         min_time_s, grow, exclusive: as :func:`alloclab.run`.
+        clock, machine, costs: as :func:`alloclab.run`: ``clock="virtual", machine="xeon-8380-2s"`` runs every
+            configuration on that simulated machine (``machine`` may also be a grid axis, to compare machines).
         **fixed: scenario parameters held constant over the sweep (each becomes a column too).
 
     Returns:
@@ -232,6 +239,9 @@ def sweep(
         "min_time_s": min_time_s,
         "grow": grow,
         "exclusive": exclusive,
+        "clock": clock,
+        "machine": machine,
+        "costs": costs,
     }
     out_dir = None if out is None else Path(out)
     resume_dir = _resume_dir(resume, out_dir)
@@ -579,6 +589,8 @@ def _label(value: Any) -> Any:
     """A table-friendly form of a parameter value (Topology, dict and list values become strings)."""
     if isinstance(value, Topology):
         return value.description
+    if isinstance(value, Machine):
+        return value.name
     if isinstance(value, Mapping):
         return ",".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, (list, tuple)):

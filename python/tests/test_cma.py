@@ -6,6 +6,7 @@ Counts and invariants only: no assertion on a wall-clock time (the machine may b
 from __future__ import annotations
 
 import pytest
+from conftest import on
 
 import alloclab as al
 from alloclab import studies
@@ -27,8 +28,8 @@ def test_scenario_is_listed_with_its_parameters():
 
 
 @pytest.mark.parametrize("alloc_mutex", ["global", "per_area"])
-def test_lock_counts_follow_the_formula(alloc_mutex):
-    r = al.run("cma_concurrent", topology=TWO_NODES, alloc_mutex=alloc_mutex, **SMALL)
+def test_lock_counts_follow_the_formula(alloc_mutex, clock):
+    r = al.run("cma_concurrent", **on(clock, TWO_NODES), alloc_mutex=alloc_mutex, **SMALL)
     s = r.summary
     assert s["lock_counts_exact"] is True, s["zone_lock_formula"]
     assert s["failures"] == 0 and s["pages_allocated"] == 2 * 4096

@@ -4,6 +4,7 @@ and the study's tables. Counts and invariants only (never a wall-clock threshold
 from __future__ import annotations
 
 import pytest
+from conftest import on
 
 import alloclab as al
 from alloclab.studies import hugetlb as study
@@ -52,9 +53,8 @@ def test_nworks_and_chunk_size_match_the_kernel(topo, nodes, pages, k):
 
 
 @pytest.mark.parametrize("mode", ["per_worker", "per_folio"])
-def test_hugetlb_lock_counts_are_exact(mode):
-    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:2 pu:1"), pages=400, multiplier=2,
-               hugetlb_lock=mode)  # fmt: skip
+def test_hugetlb_lock_counts_are_exact(mode, clock):
+    r = al.run("hugetlb_boot", **on(clock, "node:2 core:2 pu:1"), pages=400, multiplier=2, hugetlb_lock=mode)
     row = r.lockstat.set_index("class").loc["hugetlb_lock"]
     want = r.summary["nworks"] if mode == "per_worker" else 400  # 400 divides by 2 x 2: one chunk per worker
     assert r.summary["nworks"] == 4

@@ -55,10 +55,13 @@ def test_the_run_has_one_clock_and_says_how_much_its_workers_overlapped():
     assert 0 <= s["overlap"] <= 1 and 0 <= s["start_lag"] <= 1
     assert (w["ops_window"] <= w["ops"]).all()
     assert s["acquisitions_per_s"] == pytest.approx(s["acquisitions"] / s["elapsed_s"])
-    # Fairness counts the acquisitions made while both workers ran (NaN when one made none in that window).
+    # Fairness counts the acquisitions made while both workers ran (infinite when one was starved in that window,
+    # NaN when neither made any).
     windows = w["ops_window"]
     if windows.min() > 0:
         assert s["fairness_max_min"] == pytest.approx(windows.max() / windows.min())
+    elif windows.max() > 0:
+        assert math.isinf(s["fairness_max_min"])
     else:
         assert math.isnan(s["fairness_max_min"])
 
@@ -113,6 +116,9 @@ def test_a_short_run_is_flagged_and_grow_makes_it_long_enough():
     assert al.run("lock_zoo", threads=1, iterations=10, min_time_s=0).summary["short_run"] is False
     grown = al.run("lock_zoo", threads=1, iterations=10, min_time_s=0.01, grow=True)
     assert grown.summary["elapsed_s"] >= 0.01 and grown.summary["short_run"] is False
+    # A virtual clock has no timer noise: a microsecond-long run is exact, so it is neither flagged nor grown.
+    virtual = al.run("lock_zoo", threads=1, iterations=10, min_time_s=1.0, grow=True, clock="virtual", machine="host")
+    assert virtual.summary["short_run"] is False and virtual.params["iterations"] == 10
     assert grown.params["iterations"] > 10 and grown.summary["acquisitions"] == grown.params["iterations"]
     assert grown.provenance["grow_param"] == "iterations" and grown.provenance["grown_from"] == 10
     assert grown.provenance["grow_steps"] >= 1

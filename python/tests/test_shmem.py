@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import on
 
 import alloclab as al
 from alloclab import studies
@@ -46,10 +47,11 @@ def test_scenario_is_listed_with_its_parameters():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_disjoint_counts_are_exact(variant, threads):
+def test_disjoint_counts_are_exact(variant, threads, clock):
     per = 1500
     n = per * threads
-    r = al.run("shmem_fault", variant=variant, threads=threads, pages_per_thread=per, backing="none")
+    r = al.run("shmem_fault", **on(clock, "node:1 core:4 pu:1"), variant=variant, threads=threads,
+               pages_per_thread=per, backing="none")  # fmt: skip
     s = r.summary
     assert s["faults"] == n and s["new_pages"] == n and s["pagecache_pages"] == n
     assert s["cache_hits"] == 0 and s["eexist_races"] == 0

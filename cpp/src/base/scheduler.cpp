@@ -6,6 +6,8 @@
 
 namespace alloclab::vt {
 
+int current_cpu() noexcept { return Simulator::current_cpu(); }
+
 namespace {
 
 constexpr uint32_t kPollEvery = 1024;  // scheduling decisions between two host-clock reads

@@ -2,7 +2,6 @@
 #include "alloclab/kernel/padata.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -123,20 +122,11 @@ PadataMtJobState::PadataMtJobState(LockDomain& locks, padata_mt_job& job, const 
 }
 
 void PadataMtJobState::queue_work(int i) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    queued_.at(size_t(i)) = true;
-  }
-  cv_.notify_all();
+  queued_event_.announce([&] { queued_.at(size_t(i)) = true; });
 }
 
 bool PadataMtJobState::wait_until_queued(int i, const std::function<bool()>& stopped) {
-  std::unique_lock<std::mutex> g(mu_);
-  while (!queued_.at(size_t(i))) {
-    if (stopped && stopped()) return false;
-    cv_.wait_for(g, std::chrono::milliseconds(10));
-  }
-  return true;
+  return queued_event_.wait([&] { return bool(queued_.at(size_t(i))); }, stopped);
 }
 
 uint64_t PadataMtJobState::padata_mt_helper(int) {
@@ -159,23 +149,12 @@ uint64_t PadataMtJobState::padata_mt_helper(int) {
   ++nworks_fini_;
   const bool done = nworks_fini_ == nworks_;
   lock_.unlock(t);
-  if (done) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      completed_ = true;
-    }
-    cv_.notify_all();  // complete(&ps->completion)
-  }
+  if (done) completion_.announce([&] { completed_ = true; });  // complete(&ps->completion)
   return chunks;
 }
 
 bool PadataMtJobState::wait_for_completion(const std::function<bool()>& stopped) {
-  std::unique_lock<std::mutex> g(mu_);
-  while (!completed_) {
-    if (stopped && stopped()) return false;
-    cv_.wait_for(g, std::chrono::milliseconds(10));
-  }
-  return true;
+  return completion_.wait([&] { return completed_; }, stopped);
 }
 
 // ---- the whole job on std::threads ------------------------------------------------------------------------------

@@ -12,10 +12,12 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "alloclab/base/clock.hpp"
+#include "alloclab/base/scheduler.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/topology/host_load.hpp"
@@ -182,6 +184,11 @@ int distinct_host_pus(const std::vector<Slot>& slots) {
   return int(std::unique(pus.begin(), pus.end()) - pus.begin());
 }
 
+// Whether a run was too short to time (RunOptions::min_time_s): only a real clock has timer and start-up noise.
+bool short_run(const RunResult& r, const RunOptions& opt) {
+  return opt.clock == ClockKind::real && r.elapsed_s < opt.min_time_s;
+}
+
 // The next size of a run that was too short (Google Benchmark's rule: aim 40 % past the goal, at most 10x, 10x
 // when the run was too short to extrapolate from), rounded up to the step and capped at the parameter's maximum.
 int64_t grown_size(int64_t size, double elapsed, double goal, const ParamSpec& spec, int64_t step) {
@@ -239,8 +246,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   const ScenarioDef& def = find_scenario(scenario_name);
   if (opt.grow && def.size_param.empty())
     throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
-  if (!(opt.min_time_s >= 0))
-    throw std::invalid_argument("min_time_s: " + std::to_string(opt.min_time_s) + " (allowed: >= 0 seconds)");
+  opt.validate();
   std::map<std::string, Value> params = given;
   Params resolved = Params::resolve(def.params, params, def.name);
   std::unique_ptr<Scenario> sc = def.make(resolved);
@@ -251,7 +257,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   const int64_t first = resolved.i(def.size_param);
   int grown = 0;
   std::string why_stopped;
-  while (!r.stopped && r.elapsed_s < opt.min_time_s) {
+  while (!r.stopped && short_run(r, opt)) {
     const int64_t size = resolved.i(def.size_param);
     const int64_t next = grown_size(size, r.elapsed_s, opt.min_time_s, spec, def.size_step);
     if (next <= size) {
@@ -276,23 +282,104 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   return r;
 }
 
+void RunOptions::validate() const {
+  if (!(min_time_s >= 0))
+    throw std::invalid_argument("min_time_s: " + std::to_string(min_time_s) + " (allowed: >= 0 seconds)");
+  if (clock == ClockKind::real) {
+    if (machine)
+      throw std::invalid_argument("machine: '" + machine->name() +
+                                  "' is for clock='virtual' (a real-clock run runs on the host; its model is "
+                                  "topology=)");
+    if (costs)
+      throw std::invalid_argument("costs: '" + std::string(kCostsNames(*costs)) +
+                                  "' is for clock='virtual' (a real-clock run costs what the host takes)");
+    return;
+  }
+  if (!machine)
+    throw std::invalid_argument(
+        "machine: required with clock='virtual' (a machine profile, e.g. 'host'; see "
+        "al.machines())");
+  if (model)
+    throw std::invalid_argument("topology: a virtual-clock run's topology is its machine profile's ('" +
+                                machine->name() + "'); leave topology unset");
+  if (strict)
+    throw std::invalid_argument(
+        "strict: True binds workers to host PUs, which a virtual-clock run has none of "
+        "(allowed: False with clock='virtual')");
+}
+
+namespace {
+
+// A virtual-clock run gives each worker a PU of the profile's machine to itself (one virtual CPU = one pinned worker).
+void check_virtual_slots(const std::vector<Slot>& slots, const MachineProfile& m) {
+  if (int(slots.size()) > vt::Simulator::kMaxCpus)
+    throw std::invalid_argument("workers: " + std::to_string(slots.size()) + " (allowed: at most " +
+                                std::to_string(vt::Simulator::kMaxCpus) + " virtual CPUs)");
+  std::vector<int> pus;
+  for (const Slot& s : slots) pus.push_back(s.model_pu);
+  std::sort(pus.begin(), pus.end());
+  const int distinct = int(std::unique(pus.begin(), pus.end()) - pus.begin());
+  if (distinct < int(slots.size()))
+    throw std::invalid_argument("placement: " + std::to_string(slots.size()) + " workers on " +
+                                std::to_string(distinct) + " PU(s) of machine '" + m.name() +
+                                "' (allowed: one PU per worker in a virtual-clock run; the machine has " +
+                                std::to_string(m.topology()->nr_pus()) + ")");
+}
+
+// The host's clock rate, for measured costs: the TSC's rate where ticks are TSC ticks, else /proc/cpuinfo's.
+double host_ghz() {
+  if (clock_calibration().tsc) return clock_calibration().ticks_per_ns;
+  const double mhz = read_host_load().cpu_mhz;
+  if (!(mhz > 0))
+    throw std::invalid_argument(
+        "costs: 'measured' scales host time by the clock ratio, and this host's clock rate "
+        "is unknown (no TSC, no cpu MHz in /proc/cpuinfo); use costs='table'");
+  return mhz / 1000.0;
+}
+
+// While alive, WorkerCtx::current() finds a virtual-clock run's workers by virtual CPU.
+struct VirtualWorkersScope {
+  explicit VirtualWorkersScope(std::vector<WorkerCtx>* w) : previous(detail::tls_virtual_workers) {
+    detail::tls_virtual_workers = w;
+  }
+  ~VirtualWorkersScope() { detail::tls_virtual_workers = previous; }
+  std::vector<WorkerCtx>* previous;
+};
+
+constexpr auto kHardStopGrace = std::chrono::seconds(1);
+
+}  // namespace
+
+namespace detail {
+thread_local WorkerCtx* tls_worker = nullptr;
+thread_local std::vector<WorkerCtx>* tls_virtual_workers = nullptr;
+}  // namespace detail
+
 RunResult run_scenario(Scenario& scenario, const std::string& name, const Params& params, const RunOptions& opt) {
+  opt.validate();
+  const bool virt = opt.clock == ClockKind::virtual_time;
+  // Model code converts its nanoseconds to the run's ticks in prepare() and times itself in them.
+  std::optional<VirtualClockScope> virtual_clock_scope;
+  if (virt) virtual_clock_scope.emplace();
   Scenario* sc = &scenario;
-  const Machine machine(opt.model ? opt.model : Topology::host(), Topology::host());
+  const Machine machine(virt ? opt.machine->topology() : opt.model ? opt.model : Topology::host(), Topology::host());
   // The slots define the workers: a scenario's count may depend on the model (hugetlb_boot: padata's nworks).
   const std::vector<Slot> slots = sc->place(machine, opt.placement);
   const int n = int(slots.size());
   const int host_pus = machine.host().nr_pus();
+  if (virt) check_virtual_slots(slots, *opt.machine);
 
   Control ctl;
   ctl.phase.workers = n;
-  const Registration in_flight(ctl, n, opt.exclusive, opt.poll);
+  const Registration in_flight(ctl, virt ? 1 : n, opt.exclusive, opt.poll);  // a virtual run is one host thread
 
   // Oversubscription known before the start: workers sharing a host PU, other runs' workers, other runnable tasks.
   const HostLoad load_start = read_host_load();
   const int host_others = std::max(0, load_start.procs_running - 1);  // -1: this controlling thread
   std::string over_why;
-  if (distinct_host_pus(slots) < n)
+  if (virt)
+    ;  // virtual CPUs take no host PU of their own
+  else if (distinct_host_pus(slots) < n)
     over_why = std::to_string(n) + " workers on " + std::to_string(distinct_host_pus(slots)) + " host PU(s)";
   else if (in_flight.others + n > host_pus)
     over_why = std::to_string(in_flight.others) + " workers of other runs in this process + " + std::to_string(n) +
@@ -302,9 +389,18 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
                " workers > " + std::to_string(host_pus) + " host PUs";
   const bool spin_yield = !over_why.empty();
 
+  std::unique_ptr<CostModel> costs;
+  if (virt) {
+    std::vector<int> pus;
+    for (const Slot& s : slots) pus.push_back(s.model_pu);
+    const Costs c = opt.costs.value_or(Costs::table);
+    costs = std::make_unique<CostModel>(opt.machine, c, std::move(pus), c == Costs::measured ? host_ghz() : 1.0);
+  }
+  const CostScope cost_scope(costs.get());
+
   LockConfig cfg = opt.locks;
   sc->lock_defaults(cfg);
-  LockDomain locks(cfg, opt.lockstat, spin_yield);
+  LockDomain locks(cfg, opt.lockstat, spin_yield, costs.get());
   locks.reset_stats(n);
   const RunEnv env{machine, locks, slots, opt.seed, spin_yield, &opt.poll};
   (void)clock_calibration();  // calibrate before anything is timed
@@ -318,74 +414,37 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   for (const Slot& s : slots) ctxs.emplace_back(s, opt.seed, ctl.stop, ctl.phase);
   std::vector<WorkerRow> rows(static_cast<size_t>(n));
   struct Span {
+    bool ran = false;  // the worker reached its timed part
     uint64_t start = 0, end = 0;
     ThreadSched sched0;
   };
   std::vector<Span> spans(static_cast<size_t>(n));
 
-  auto body = [&](int w) {
+  // The timed part of worker w, on its thread or its virtual CPU, from the release to its own end.
+  const auto run_worker = [&](int w) {
     WorkerCtx& ctx = ctxs[size_t(w)];
-    WorkerRow& row = rows[size_t(w)];
-    row.slot = ctx.slot;
-    const BindOutcome b = machine.bind_current_thread(ctx.slot);
-    row.bind_ok = b.ok;
-    row.cpu_used = b.cpu_used;
-    row.bind_error = b.error;
-    if (!b.ok && opt.strict)
-      ctl.fail(std::make_exception_ptr(std::runtime_error("strict: worker " + std::to_string(w) +
-                                                          " could not be bound to host PU " +
-                                                          std::to_string(ctx.slot.host_pu) + ": " + b.error)));
-    locks.attach(w, ctx.slot.model_pu);
-    // Arrive, and let the threads still being created (and the controller) have the CPUs until all are here;
-    // then spin on the gate, so that every worker sees the release within a cache-line transfer.
-    ctl.ready.fetch_add(1, std::memory_order_acq_rel);
-    while (ctl.ready.load(std::memory_order_acquire) < n && !ctl.stop.load(std::memory_order_relaxed)) sched_yield();
     Span& span = spans[size_t(w)];
-    span.sched0 = read_thread_sched();
-    while (ctl.go.load(std::memory_order_acquire) == 0) {
-      if (spin_yield)
-        sched_yield();
-      else
-        cpu_pause();
+    span.ran = true;
+    span.start = clock_ticks();
+    ctl.phase.worker_started();
+    try {
+      sc->work(ctx);
+    } catch (const vt::Stopped&) {
+      // a virtual-clock run stopped hard: its waits failed and it unwound
+    } catch (...) {
+      ctl.fail(std::current_exception());
+      if (virt) vt::Simulator::current()->stop();  // every other virtual CPU unwinds too
     }
-    if (!ctl.stop.load()) {
-      span.start = clock_ticks();
-      ctl.phase.worker_started();
-      try {
-        sc->work(ctx);
-      } catch (...) {
-        ctl.fail(std::current_exception());
-      }
-      ctx.end_timed();
-      span.end = ctx.timed_end();
-    }
-    LockDomain::detach();
-    ctl.count_done();
+    ctx.end_timed();
+    span.end = ctx.timed_end();
   };
-
-  WorkerThreads threads(ctl);
-  try {
-    threads.start(n, body);
-  } catch (const std::system_error& e) {
-    const size_t got = threads.started();
-    threads.stop_and_join();
-    throw std::runtime_error("could not start worker " + std::to_string(got) + " of " + std::to_string(n) + ": " +
-                             e.what());
-  }
-  while (ctl.ready.load(std::memory_order_acquire) < n) sched_yield();
 
   RunResult r;
   int host_busiest = host_others;  // other runnable tasks seen at the start and at every poll
   const auto t_start = std::chrono::steady_clock::now();
-  const uint64_t release = clock_ticks();
-  ctl.phase.raise(RunPhase::released);
-  ctl.go.store(1, std::memory_order_release);
-  for (;;) {
-    std::unique_lock<std::mutex> g(ctl.mu);
-    if (ctl.cv.wait_for(g, kPollInterval, [&] { return ctl.done == n; })) break;
-    g.unlock();
-    host_busiest = std::max(host_busiest, read_host_load().procs_running - n - 1);
-    if (ctl.stop.load()) continue;  // already stopping: wait for the workers to notice
+  // The run's stop condition, asked every ~50 ms of host time: Ctrl-C, the timeout.
+  const auto poll_stop = [&] {
+    if (ctl.stop.load()) return;
     if (opt.poll && opt.poll()) {
       r.stopped = true;
       r.stop_reason = "interrupted";
@@ -396,9 +455,88 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       r.stop_reason = "timeout after " + std::to_string(opt.timeout_s) + " s";
       ctl.stop.store(true);
     }
+  };
+  uint64_t release = 0;  // the start gate's opening, in the run's ticks (0: every virtual clock starts there)
+  bool hard_stopped = false;
+
+  if (virt) {
+    std::chrono::steady_clock::time_point soft_at{};
+    vt::Options so;
+    so.poll = [&] {
+      poll_stop();
+      if (!ctl.stop.load()) return false;
+      const auto now = std::chrono::steady_clock::now();
+      if (soft_at == std::chrono::steady_clock::time_point{}) soft_at = now;
+      return now - soft_at > kHardStopGrace;
+    };
+    vt::Simulator sim(std::move(so));
+    const VirtualWorkersScope current(&ctxs);
+    ctl.phase.raise(RunPhase::released);
+    sim.run(n, [&](int w) {
+      WorkerRow& row = rows[size_t(w)];
+      row.slot = ctxs[size_t(w)].slot;
+      row.bind_ok = true;  // the virtual CPU is its model PU
+      locks.attach(w, row.slot.model_pu);
+      if (!ctl.stop.load()) run_worker(w);
+    });
+    hard_stopped = sim.stopped() && !ctl.error;
+    if (ctl.error) std::rethrow_exception(ctl.error);
+  } else {
+    auto body = [&](int w) {
+      WorkerCtx& ctx = ctxs[size_t(w)];
+      WorkerRow& row = rows[size_t(w)];
+      row.slot = ctx.slot;
+      detail::tls_worker = &ctx;
+      const BindOutcome b = machine.bind_current_thread(ctx.slot);
+      row.bind_ok = b.ok;
+      row.cpu_used = b.cpu_used;
+      row.bind_error = b.error;
+      if (!b.ok && opt.strict)
+        ctl.fail(std::make_exception_ptr(std::runtime_error("strict: worker " + std::to_string(w) +
+                                                            " could not be bound to host PU " +
+                                                            std::to_string(ctx.slot.host_pu) + ": " + b.error)));
+      locks.attach(w, ctx.slot.model_pu);
+      // Arrive, and let the threads still being created (and the controller) have the CPUs until all are here;
+      // then spin on the gate, so that every worker sees the release within a cache-line transfer.
+      ctl.ready.fetch_add(1, std::memory_order_acq_rel);
+      while (ctl.ready.load(std::memory_order_acquire) < n && !ctl.stop.load(std::memory_order_relaxed)) sched_yield();
+      spans[size_t(w)].sched0 = read_thread_sched();
+      while (ctl.go.load(std::memory_order_acquire) == 0) {
+        if (spin_yield)
+          sched_yield();
+        else
+          cpu_pause();
+      }
+      if (!ctl.stop.load()) run_worker(w);
+      LockDomain::detach();
+      detail::tls_worker = nullptr;
+      ctl.count_done();
+    };
+
+    WorkerThreads threads(ctl);
+    try {
+      threads.start(n, body);
+    } catch (const std::system_error& e) {
+      const size_t got = threads.started();
+      threads.stop_and_join();
+      throw std::runtime_error("could not start worker " + std::to_string(got) + " of " + std::to_string(n) + ": " +
+                               e.what());
+    }
+    while (ctl.ready.load(std::memory_order_acquire) < n) sched_yield();
+
+    release = clock_ticks();
+    ctl.phase.raise(RunPhase::released);
+    ctl.go.store(1, std::memory_order_release);
+    for (;;) {
+      std::unique_lock<std::mutex> g(ctl.mu);
+      if (ctl.cv.wait_for(g, kPollInterval, [&] { return ctl.done == n; })) break;
+      g.unlock();
+      host_busiest = std::max(host_busiest, read_host_load().procs_running - n - 1);
+      poll_stop();
+    }
+    threads.join();
+    if (ctl.error) std::rethrow_exception(ctl.error);
   }
-  threads.join();
-  if (ctl.error) std::rethrow_exception(ctl.error);
   if (!r.stopped) {
     std::lock_guard<std::mutex> g(ctl.mu);  // stop_all_runs may be writing it from another thread
     if (!ctl.stop_reason.empty()) {
@@ -406,16 +544,18 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       r.stop_reason = ctl.stop_reason;
     }
   }
+  if (hard_stopped)
+    r.stop_reason += " (virtual CPUs cut mid-operation after a grace of 1 s: the model's state is not checked)";
   const HostLoad load_end = read_host_load();
 
   // ---- the run's one clock ----
-  const double s_per_tick = ns_per_tick() * 1e-9;
+  const double s_per_tick = locks.ns_per_tick() * 1e-9;
   double last_start = 0, first_end = INFINITY, last_end = 0, runq_share = 0;
   for (size_t w = 0; w < rows.size(); ++w) {
     WorkerRow& row = rows[w];
     const WorkerCtx& ctx = ctxs[w];
     const Span& span = spans[w];
-    if (span.start) {
+    if (span.ran) {
       row.start_s = double(span.start - release) * s_per_tick;
       row.end_s = double(span.end - release) * s_per_tick;
       row.elapsed_s = row.end_s - row.start_s;
@@ -462,14 +602,14 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   const std::vector<LockExpectation> expected =
       r.stopped ? std::vector<LockExpectation>{} : sc->lock_expectations(env, r);
   check_lock_counts(expected, r);
-  sc->finish(env, r);
+  if (!hard_stopped) sc->finish(env, r);
   append_lock_counts(expected, r);
   // How far the timing can be trusted, after the scenario's own figures.
   const bool poor = r.overlap < kOverlapGood && (r.start_lag > kSchedulerLost || runq_share > kSchedulerLost);
   r.summary.emplace_back("overlap", r.overlap);
   r.summary.emplace_back("start_lag", r.start_lag);
   r.summary.emplace_back("overlap_poor", poor);
-  r.summary.emplace_back("short_run", r.elapsed_s < opt.min_time_s);
+  r.summary.emplace_back("short_run", short_run(r, opt));
   r.summary.emplace_back("runq_wait_share", runq_share);
 
   int bound = 0;
@@ -494,7 +634,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   p.emplace_back("host_load1_end", load_end.load1);
   p.emplace_back("host_other_runnable_start", int64_t(host_others));
   p.emplace_back("host_other_runnable_max", int64_t(std::max(0, host_busiest)));
-  p.emplace_back("host_busy", host_others + n > host_pus || host_busiest + n > host_pus);
+  const int host_threads = virt ? 1 : n;
+  p.emplace_back("host_busy", host_others + host_threads > host_pus || host_busiest + host_threads > host_pus);
   p.emplace_back("host_cpu_mhz_start", load_start.cpu_mhz);
   p.emplace_back("host_cpu_mhz_end", load_end.cpu_mhz);
   p.emplace_back("lockstat", opt.lockstat);
@@ -504,7 +645,17 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   p.emplace_back("lock_kinds", kinds);
   p.emplace_back("seed", int64_t(opt.seed));
   p.emplace_back("min_time_s", opt.min_time_s);
-  p.emplace_back("clock", std::string(clock_source()));
+  p.emplace_back("clock", std::string(kClockKindNames(opt.clock)));
+  p.emplace_back("clock_source", virt ? std::string("simulator") : std::string(clock_source()));
+  if (virt) {
+    p.emplace_back("machine", opt.machine->name());
+    p.emplace_back("machine_hash", opt.machine->hash());
+    p.emplace_back("costs", std::string(kCostsNames(costs->costs())));
+    p.emplace_back("simulator_version", int64_t(vt::kSimulatorVersion));
+    p.emplace_back("virtual_leaves_out",
+                   std::string("out-of-order overlap of misses, prefetchers, SMT sharing of a core, interrupts, OS "
+                               "scheduling (one virtual CPU = one pinned worker)"));
+  }
   p.emplace_back("alloclab_version", version());
   p.emplace_back("hostname", hostname());
   p.emplace_back("started", started);

@@ -9,6 +9,7 @@ Lock::Lock(LockDomain& domain, std::string_view cls) : Lock(domain, domain.class
 
 Lock::Lock(LockDomain& domain, LockClassId cls)
     : domain_(&domain), cls_(cls), kind_(domain.kind_of(cls)), stat_(domain.lockstat()), yield_(domain.spin_yield()) {
+  if (domain.costs()) vlock_ = std::make_unique<VirtualLock>(std::string(lock_class_catalogue()[cls].name));
   switch (kind_) {
 #define ALLOCLAB_KIND_CONSTRUCT(name, Type) \
   case LockKind::name: new (&state_.name) Type(); break;
@@ -27,7 +28,7 @@ Lock::~Lock() {
 }
 
 void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at) {
-  LockStatThread& th = tls_lockstat;
+  LockStatThread& th = domain_->stat_thread();
   if (th.domain != domain_) return;
   LockStatCounters& c = th.slots[cls_];
   const int32_t prev_cpu = last_cpu_.load(std::memory_order_relaxed);
@@ -48,7 +49,7 @@ void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_
 }
 
 void Lock::stat_released(LockToken& t) {
-  LockStatThread& th = tls_lockstat;
+  LockStatThread& th = domain_->stat_thread();
   if (th.domain != domain_) return;
   const uint64_t held = clock_ticks() - t.acquired_at;
   LockStatCounters& c = th.slots[cls_];

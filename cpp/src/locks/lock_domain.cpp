@@ -38,8 +38,12 @@ constexpr Column<LockStatRow> kLockStatColumns[] = {
 
 std::span<const Column<LockStatRow>> lockstat_columns() { return kLockStatColumns; }
 
-LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield)
-    : config_(config), lockstat_(lockstat), spin_yield_(spin_yield), nr_classes_(lock_class_catalogue().size()) {
+LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield, CostModel* costs)
+    : config_(config),
+      lockstat_(lockstat),
+      spin_yield_(spin_yield),
+      nr_classes_(lock_class_catalogue().size()),
+      costs_(costs) {
   for (const auto& c : lock_class_catalogue()) kinds_.push_back(config_.kind_for(c.name));
   // One spare counter block (80 bytes) between workers: two workers never write the same cache line.
   stride_ = nr_classes_ + 1;
@@ -52,11 +56,20 @@ LockClassId LockDomain::class_id(std::string_view cls) const {
   throw std::invalid_argument("lock class '" + std::string(cls) + "' is not in the lock-class catalogue");
 }
 
-void LockDomain::reset_stats(int nr_workers) { slots_.assign(size_t(nr_workers) * stride_, LockStatCounters{}); }
+double LockDomain::ns_per_tick() const { return costs_ ? 1e-3 : clock_calibration().ns_per_tick; }
+
+void LockDomain::reset_stats(int nr_workers) {
+  slots_.assign(size_t(nr_workers) * stride_, LockStatCounters{});
+  if (costs_) {
+    vthreads_.assign(size_t(nr_workers), LockStatThread{});
+    vwait_.assign(size_t(nr_workers), VWaitState{});
+  }
+}
 
 void LockDomain::attach(int worker, int cpu) {
-  tls_lockstat = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
-  if (slots_.empty()) tls_lockstat.domain = nullptr;  // no stats allocated: count nothing
+  LockStatThread& th = stat_thread();
+  th = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
+  if (slots_.empty()) th.domain = nullptr;  // no stats allocated: count nothing
 }
 
 void LockDomain::detach() { tls_lockstat = {}; }
@@ -64,7 +77,7 @@ void LockDomain::detach() { tls_lockstat = {}; }
 std::vector<LockStatRow> LockDomain::rows() const {
   std::vector<LockStatRow> out;
   const size_t workers = stride_ ? slots_.size() / stride_ : 0;
-  const double ns = ns_per_tick();
+  const double ns = ns_per_tick();  // the domain's, whichever thread merges
   for (size_t cls = 0; cls < nr_classes_; ++cls) {
     LockStatCounters m;
     for (size_t w = 0; w < workers; ++w) {

@@ -2,13 +2,13 @@
 // shmem_get_folio_gfp, over the page cache and the page allocator (see shmem.hpp).
 #include "alloclab/mm/shmem.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_set>
+
+#include "alloclab/locks/spin_wait.hpp"
 
 namespace alloclab::mm {
 
@@ -116,12 +116,7 @@ void ShmemFile::lock_page(ShmemTask& t, Page& p) {
   if (trylock_page(p)) return;
   ++t.st.page_lock_waits;  // __lock_page: the kernel sleeps on the page's wait queue until unlock_page
   do {
-    while (PageLocked(p)) {
-      if (spin_yield_)
-        sched_yield();
-      else
-        cpu_pause();
-    }
+    spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
   } while (!trylock_page(p));
 }
 

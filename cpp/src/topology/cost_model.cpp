@@ -20,15 +20,6 @@ CostScope::~CostScope() { detail::tls_costs = previous_; }
 
 namespace {
 vt::vtime ps(double ns) { return vt::vtime(std::llround(ns * 1000.0)); }
-
-// The host's own ticks, whatever this thread's clock: measured costs time the model code on the host.
-uint64_t host_ticks() {
-  const bool v = detail::tls_virtual;
-  detail::tls_virtual = false;
-  const uint64_t t = clock_ticks();
-  detail::tls_virtual = v;
-  return t;
-}
 }  // namespace
 
 CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs, std::vector<int> pu_of_cpu,
@@ -84,6 +75,10 @@ void CostModel::sync() {
   }
   sim.sync();
 }
+
+vt::vtime CostModel::now() const { return vt::Simulator::current()->now(); }
+
+void CostModel::pay(vt::vtime ps) { vt::Simulator::current()->advance(ps); }
 
 void CostModel::charge(Op o, uint64_t n) {
   if (costs_ == Costs::table) vt::Simulator::current()->advance(op_ps_[size_t(o)] * n);

@@ -1,6 +1,8 @@
 // Host load and per-thread scheduler accounting (see host_load.hpp).
 #include "alloclab/topology/host_load.hpp"
 
+#include "alloclab/base/clock.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -68,6 +70,7 @@ HostLoad read_host_load() {
 
 ThreadSched read_thread_sched() {
   ThreadSched t;
+  if (virtual_clock()) return t;  // a virtual CPU has no thread of its own: nothing to say
   char buf[128];
   if (!read_small("/proc/thread-self/schedstat", buf, sizeof buf)) return t;
   unsigned long long run = 0, wait = 0;

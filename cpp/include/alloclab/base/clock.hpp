@@ -52,14 +52,20 @@ class VirtualClockScope {
 // True on a thread that runs a virtual-clock run.
 inline bool virtual_clock() noexcept { return detail::tls_virtual; }
 
-// Raw timestamp. Cheap (rdtsc or vDSO clock_gettime); a picosecond count in a virtual-clock run.
-inline uint64_t clock_ticks() noexcept {
-  if (detail::tls_virtual) [[unlikely]]
-    return detail::virtual_now();
+// The host's raw timestamp whatever this thread's clock (rdtsc or vDSO clock_gettime): for host-time matters such
+// as polling intervals and measured costs. Converts with clock_calibration().
+inline uint64_t host_ticks() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   if (detail::kUseTsc) return __rdtsc();
 #endif
   return detail::steady_ns();
+}
+
+// Raw timestamp of this thread's clock: host_ticks(), or a picosecond count in a virtual-clock run.
+inline uint64_t clock_ticks() noexcept {
+  if (detail::tls_virtual) [[unlikely]]
+    return detail::virtual_now();
+  return host_ticks();
 }
 
 // Nanoseconds per tick of this thread's clock (exactly 0.001 in a virtual-clock run).

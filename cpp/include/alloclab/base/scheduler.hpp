@@ -46,6 +46,17 @@
 
 namespace alloclab::vt {
 
+// The simulator's version, recorded in every virtual-clock result: it changes whenever the same inputs could give
+// different virtual times (the scheduling rule, what a sync point is).
+inline constexpr int kSimulatorVersion = 1;
+
+// Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
+// wait cannot be granted any more, so the worker unwinds to the runner, which catches it.
+class Stopped : public std::exception {
+ public:
+  const char* what() const noexcept override { return "the virtual-clock run was stopped"; }
+};
+
 // No virtual CPU can ever run again (deadlock), or only pollers that cannot succeed can (livelock).
 class VirtualDeadlock : public std::runtime_error {
  public:

@@ -22,4 +22,8 @@ inline constexpr vtime kSecond = 1'000 * kMillisecond;
 // is the same on every host); below one nanosecond, whole picoseconds ("300 ps").
 std::string format_vtime(vtime t);
 
+// The virtual CPU whose fiber calls (Simulator::current_cpu()), -1 outside the simulator's fibers: for code that must
+// not include the simulator to know which clock it runs on.
+int current_cpu() noexcept;
+
 }  // namespace alloclab::vt

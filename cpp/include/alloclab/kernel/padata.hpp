@@ -28,15 +28,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "alloclab/locks/lock.hpp"
+#include "alloclab/locks/wait_event.hpp"
 
 namespace alloclab {
 
@@ -123,11 +122,11 @@ class PadataMtJobState {
   const int nworks_;
   int nworks_fini_ = 0;  // under lock_
   const unsigned long chunk_size_;
-  // Sleeping and waking (the workqueue and the completion): a mutex + condition variable, off the hot path.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<bool> queued_;  // under mu_
-  bool completed_ = false;    // under mu_
+  // Sleeping and waking: the workqueue waking a helper, and ps->completion.
+  WaitEvent queued_event_{"padata work queued"};
+  WaitEvent completion_{"padata completion"};
+  std::vector<bool> queued_;  // under queued_event_'s lock
+  bool completed_ = false;    // under completion_'s lock
 };
 
 // The whole of padata_do_multithreaded on std::threads (helpers are not pinned and, not being runner workers, not

@@ -19,9 +19,11 @@
 #include "alloclab/base/digest.hpp"
 #include "alloclab/base/histogram.hpp"
 #include "alloclab/base/rng.hpp"
+#include "alloclab/base/vclock.hpp"
 #include "alloclab/lab/params.hpp"
 #include "alloclab/lab/result.hpp"
 #include "alloclab/locks/lock_domain.hpp"
+#include "alloclab/topology/cost_model.hpp"
 #include "alloclab/topology/host_load.hpp"
 #include "alloclab/topology/host_memory.hpp"
 #include "alloclab/topology/topology.hpp"
@@ -45,14 +47,14 @@ struct RunEnv {
   // run's poll, and throws RunInterrupted when it says stop; the runner then ends the run (nothing has started).
   void interruption_point() const {
     if (!poll || !*poll || ++calls_ % 1024) return;
-    const uint64_t now = clock_ticks();
+    const uint64_t now = host_ticks();  // host time, in either clock
     if (now - last_poll_ < poll_ticks_) return;
     last_poll_ = now;
     if ((*poll)()) throw RunInterrupted();
   }
   // (interruption_point's state)
   mutable uint64_t calls_ = 0, last_poll_ = 0;
-  uint64_t poll_ticks_ = ns_to_ticks(50'000'000);
+  uint64_t poll_ticks_ = uint64_t(50e6 * clock_calibration().ticks_per_ns);
 };
 
 // The phases of one run that every worker sees: released, every worker started, the first worker ended. Workers
@@ -74,9 +76,23 @@ struct RunPhase {
   }
 };
 
+class WorkerCtx;
+namespace detail {
+extern thread_local WorkerCtx* tls_worker;                        // a real-clock worker thread's own
+extern thread_local std::vector<WorkerCtx>* tls_virtual_workers;  // a virtual-clock run's, by virtual CPU
+}  // namespace detail
+
 // What a worker sees: its slot, its random stream, the stop flag, and where it records what it did.
 class WorkerCtx {
  public:
+  // The calling worker's context (its thread's, or its virtual CPU's), for model code that finds its worker the way
+  // the kernel finds `current`; nullptr outside the run's workers.
+  static WorkerCtx* current() {
+    if (detail::tls_virtual_workers)
+      if (const int c = vt::current_cpu(); c >= 0) return &(*detail::tls_virtual_workers)[size_t(c)];
+    return detail::tls_worker;
+  }
+
   WorkerCtx(const Slot& slot, uint64_t seed, const std::atomic<bool>& stop, RunPhase& phase)
       : slot(slot), rng(seed, uint64_t(slot.worker)), stop_(&stop), phase_(&phase) {}
 
@@ -85,7 +101,10 @@ class WorkerCtx {
 
   // Loops check this every iteration (one relaxed load) so Ctrl-C and timeouts end a run promptly.
   bool stopped() const { return stop_->load(std::memory_order_relaxed); }
+  // Counts completed operations (a sync point of a virtual-clock run: the end of an operation is where the other
+  // virtual CPUs may catch up, and the simulator polls for a stop).
   void add_ops(uint64_t n = 1) {
+    vcost::sync();
     const uint32_t p = phase_->phase.load(std::memory_order_relaxed);
     if (p != seen_) [[unlikely]]
       note_phase(p);

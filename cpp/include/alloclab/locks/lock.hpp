@@ -9,18 +9,23 @@
 // Layout: the kind's lock words fill the first cache line(s) of a Lock; the read-mostly metadata (domain, class,
 // kind, flags) and lock_stat's last CPU sit on a line of their own, so spinning on the words never drags them along.
 // When the run is oversubscribed (more workers than host PUs) spinning waiters sched_yield() so a preempted holder
-// or queue successor gets the CPU; otherwise they spin with PAUSE.
+// or queue successor gets the CPU; otherwise they spin with PAUSE. In a virtual-clock run the simulator's fibers
+// use the lock's VirtualLock instead (virtual_lock.hpp, the kind's vhandoff()); the controlling thread's set-up and
+// checks still use the kind's own code.
 // Leaves out: interrupts (irqsave is a no-op in user space), lockdep, priority inheritance.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <string_view>
 #include <type_traits>
 
 #include "alloclab/base/clock.hpp"
+#include "alloclab/base/vclock.hpp"
 #include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/locks/lock_kinds.hpp"
+#include "alloclab/locks/virtual_lock.hpp"
 
 namespace alloclab {
 
@@ -66,6 +71,10 @@ class Lock {
   Lock& operator=(const Lock&) = delete;
 
   void lock(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
+      vlock(t);
+      return;
+    }
     if (!stat_) {
       with_kind(t, [this](auto& k, auto& kt) { acquire(k, kt, yield_); });
       return;
@@ -81,12 +90,18 @@ class Lock {
 
   // Acquires only if free (pcp_spin_trylock). A failed trylock counts nothing in lock_stat, as in the kernel.
   bool trylock(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]]
+      return vtrylock(t);
     if (!with_kind(t, [](auto& k, auto& kt) { return k.try_enter(kt); })) return false;
     if (stat_) stat_acquired(t, 0, 0);
     return true;
   }
 
   void unlock(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
+      vunlock(t);
+      return;
+    }
     if (stat_) stat_released(t);
     with_kind(t, [](auto& k, auto& kt) { k.leave(kt); });
   }
@@ -97,6 +112,7 @@ class Lock {
   // Waiters queued behind the holder whose token this is (FIFO kinds; 0 for the others). For tests that build a
   // known queue order; call it only while that holder keeps the lock.
   uint32_t queued(const LockToken& holder) const {
+    if (vlock_ && vt::current_cpu() >= 0) return vqueued();
     return with_kind(const_cast<LockToken&>(holder), [](const auto& k, const auto& kt) { return k.queued(kt); });
   }
 
@@ -104,6 +120,12 @@ class Lock {
   // contended_at == 0: acquired without waiting; otherwise the wait ran from contended_at to acquired_at.
   void stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at);
   void stat_released(LockToken& t);
+  // The virtual-clock side (virtual_lock.cpp), on the simulator's fibers. vlock() throws vt::Stopped when the run is
+  // stopped while it waits.
+  void vlock(LockToken& t);
+  bool vtrylock(LockToken& t);
+  void vunlock(LockToken& t);
+  uint32_t vqueued() const;
 
   // The lock words of this lock's kind (one member is constructed, by kind_), alone on their line(s).
   union State {
@@ -120,7 +142,8 @@ class Lock {
   LockKind kind_;
   bool stat_;
   bool yield_;
-  std::atomic<int32_t> last_cpu_{-1};  // lock_stat's lock->cpu, for bounces
+  std::atomic<int32_t> last_cpu_{-1};   // lock_stat's lock->cpu, for bounces
+  std::unique_ptr<VirtualLock> vlock_;  // in a virtual-clock run's domain only
 };
 
 class LockGuard {

@@ -6,7 +6,9 @@
 // As in the kernel, wait time is only recorded for contended acquisitions, a bounce is an acquisition (or a
 // contention) on a different CPU from the lock's previous acquirer, and a failed trylock counts nothing.
 // Only threads attached to the domain (the run's workers) count: set-up done by the controlling thread does not
-// appear in the statistics, so the counts of a run are exactly those of its workers.
+// appear in the statistics, so the counts of a run are exactly those of its workers. In a virtual-clock run (a
+// domain with a cost model) the workers are the simulator's virtual CPUs on one host thread: each counts into its
+// own slots all the same (stat_thread()), and times are virtual picoseconds.
 // Leaves out: lock_stat's per-call-site "contention points" tables and read/write splits.
 #pragma once
 
@@ -17,7 +19,9 @@
 #include <vector>
 
 #include "alloclab/base/value.hpp"
+#include "alloclab/base/vclock.hpp"
 #include "alloclab/locks/lock_class.hpp"
+#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
@@ -57,7 +61,8 @@ extern thread_local LockStatThread tls_lockstat;
 class LockDomain {
  public:
   // `spin_yield`: spinning waiters call sched_yield() (set when the run is oversubscribed, so it still ends).
-  LockDomain(const LockConfig& config, bool lockstat, bool spin_yield);
+  // `costs`: the cost model of a virtual-clock run (it must outlive the domain's locks), nullptr for a real one.
+  LockDomain(const LockConfig& config, bool lockstat, bool spin_yield, CostModel* costs = nullptr);
   LockDomain(const LockDomain&) = delete;
   LockDomain& operator=(const LockDomain&) = delete;
 
@@ -66,10 +71,25 @@ class LockDomain {
   bool lockstat() const { return lockstat_; }
   bool spin_yield() const { return spin_yield_; }
   const LockConfig& config() const { return config_; }
+  // The virtual-clock run's cost model (nullptr in a real-clock run): its locks are VirtualLocks.
+  CostModel* costs() const { return costs_; }
+  // Nanoseconds per tick of the run's clock (virtual picoseconds, or the host's ticks).
+  double ns_per_tick() const;
+
+  // The lock_stat attachment of the calling worker: its thread's, or in a virtual-clock run its virtual CPU's.
+  LockStatThread& stat_thread() const {
+    if (costs_)
+      if (const int c = vt::current_cpu(); c >= 0) return vthreads_[size_t(c)];
+    return tls_lockstat;
+  }
+  // Per virtual CPU: the acquisition it waits for (VirtualLock waiters; sized by reset_stats()).
+  VWaitState& vwait_state(int cpu) { return vwait_[size_t(cpu)]; }
+  std::span<const VWaitState> vwait_states() const { return vwait_; }
 
   // Allocates zeroed counters for `nr_workers` workers (discarding earlier ones).
   void reset_stats(int nr_workers);
-  // Makes the calling thread count as `worker` running on model PU `cpu`; detach() undoes it.
+  // Makes the calling thread (virtual CPU) count as `worker` running on model PU `cpu`; detach() undoes it for a
+  // thread (a virtual CPU's attachment ends with the domain).
   void attach(int worker, int cpu);
   static void detach();
 
@@ -85,6 +105,9 @@ class LockDomain {
   size_t nr_classes_;
   size_t stride_;  // counter blocks per worker, one more than the classes (padding)
   std::vector<LockStatCounters> slots_;
+  CostModel* costs_;
+  mutable std::vector<LockStatThread> vthreads_;  // virtual-clock run: per virtual CPU
+  std::vector<VWaitState> vwait_;
 };
 
 }  // namespace alloclab

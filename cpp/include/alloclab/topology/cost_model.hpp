@@ -54,8 +54,15 @@ class CostModel {
   vt::vtime op(Op o) const { return op_ps_[size_t(o)]; }
   vt::vtime transfer(int cpu_a, int cpu_b) const;  // a cache line from virtual CPU a's cache to b's (0 for a == b)
   vt::vtime wakeup() const { return wakeup_ps_; }  // FUTEX_WAKE until the woken thread runs
+  // One iteration of a spin-wait loop (`while (READ_ONCE(x)) cpu_relax();`): a PAUSE and a look at the line in L1.
+  vt::vtime spin_step() const { return op(Op::pause) + op(Op::line_access); }
 
   // ---- what the calling virtual CPU does (call on the simulator's fibers) ----
+  // Its clock.
+  vt::vtime now() const;
+  // A hardware event that does not run on the host (a line transfer, a lock word's RMW in a virtual lock, a wake-up):
+  // charged with both kinds of costs.
+  void pay(vt::vtime ps);
   // A sync point: with measured costs, charges the host time since the last one first.
   void sync();
   // Model work of `n` operations `o`: charged with table costs, already in the host time with measured ones.
@@ -109,19 +116,28 @@ class CostScope {
   CostModel* previous_;
 };
 
-// What model code calls: nothing at all in a real-clock run.
+// What model code calls: nothing at all in a real-clock run, nor on the controlling thread of a virtual one (set-up
+// and checks are untimed).
 namespace vcost {
+inline CostModel* active() {
+  CostModel* m = current_costs();
+  return m && vt::current_cpu() >= 0 ? m : nullptr;
+}
+inline void sync() {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->sync();
+}
 inline void charge(Op o, uint64_t n = 1) {
-  if (CostModel* m = current_costs()) [[unlikely]]
-    m->charge(o, n);
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->charge(o, n);
 }
 inline void touch(const void* line, bool write) {
-  if (CostModel* m = current_costs()) [[unlikely]]
-    m->touch(line, write);
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->touch(line, write);
 }
 inline void bulk(uint64_t bytes, int node) {
-  if (CostModel* m = current_costs()) [[unlikely]]
-    m->bulk(bytes, node);
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->bulk(bytes, node);
 }
 }  // namespace vcost
 

@@ -28,6 +28,7 @@ struct ThreadSched {
   uint64_t run_ns = 0;
   uint64_t wait_ns = 0;
 };
+// The calling thread's schedstat; not ok where there is none (or in a virtual-clock run).
 ThreadSched read_thread_sched();
 
 }  // namespace alloclab

@@ -53,7 +53,10 @@ namespace {
 
 using namespace mm;
 
+// The worker's CPU time: its thread's, or in a virtual-clock run its virtual clock (a virtual CPU is never
+// descheduled: it runs, spins or waits on a lock for as long as its clock says).
 uint64_t thread_cpu_ns() {
+  if (virtual_clock()) return clock_ns();
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
@@ -71,9 +74,6 @@ struct alignas(64) BootWorker {
   uint64_t busy_ticks = 0;
   uint64_t cpu_ns = 0;
 };
-
-// The worker running on this thread: what the kernel's thread_fn finds in `current`.
-thread_local BootWorker* tls_current = nullptr;
 
 class HugetlbBoot final : public Scenario {
  public:
@@ -196,13 +196,13 @@ class HugetlbBoot final : public Scenario {
     if (gigantic_) {
       job_.thread_fn = [this](unsigned long start, unsigned long end, void*) {
         // gather_bootmem_prealloc_parallel()
-        BootWorker& w = *tls_current;
+        BootWorker& w = current_worker();
         for (unsigned long nid = start; nid < end; ++nid)
           hugetlb_->gather_bootmem_prealloc_node(int(nid), w.st, [&w] { return w.ctx->stopped(); });
       };
     } else {
       job_.thread_fn = [this](unsigned long start, unsigned long end, void*) {
-        BootWorker& w = *tls_current;
+        BootWorker& w = current_worker();
         hugetlb_->hugetlb_pages_alloc_boot_node(*h_, start, end, w.cpu, w.st, [&w] { return w.ctx->stopped(); });
       };
     }
@@ -213,7 +213,6 @@ class HugetlbBoot final : public Scenario {
   void work(WorkerCtx& ctx) override {
     BootWorker& w = workers_[size_t(ctx.slot.worker)];
     w.ctx = &ctx;
-    tls_current = &w;
     const auto stopped = [&ctx] { return ctx.stopped(); };
     auto timed = [&w](auto&& fn) {
       const uint64_t t0 = clock_ticks(), c0 = thread_cpu_ns();
@@ -237,7 +236,6 @@ class HugetlbBoot final : public Scenario {
       timed([&] { w.chunks = ps_->padata_mt_helper(w.work); });
     }
     ctx.add_ops(w.st.folios);
-    tls_current = nullptr;
   }
 
   // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
@@ -373,6 +371,9 @@ class HugetlbBoot final : public Scenario {
   }
 
  private:
+  // The worker running thread_fn: what the kernel's thread_fn finds in `current`.
+  BootWorker& current_worker() { return workers_[size_t(WorkerCtx::current()->slot.worker)]; }
+
   // Frames per model node: exactly the folios the pool will put there, plus the high watermark and pcp slack.
   std::vector<uint64_t> node_pages() const {
     const uint64_t folio_pages = uint64_t(1) << (gigantic_ ? HUGETLB_GIGANTIC_ORDER : HUGETLB_PAGE_ORDER);

@@ -32,8 +32,8 @@ class LockZoo final : public Scenario {
   explicit LockZoo(const Params& p)
       : threads_(int(p.i("threads"))),
         iterations_(uint64_t(p.i("iterations"))),
-        hold_ticks_(ns_to_ticks(uint64_t(p.i("hold_ns")))),
-        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        hold_ns_(uint64_t(p.i("hold_ns"))),
+        think_ns_(uint64_t(p.i("think_ns"))),
         locks_n_(size_t(p.i("locks_n"))),
         kind_(parse_lock_kind(p.s("lock"), "lock")) {}
 
@@ -41,6 +41,8 @@ class LockZoo final : public Scenario {
   void lock_defaults(LockConfig& c) const override { c.set_default("lock_zoo", kind_); }
 
   void prepare(const RunEnv& env) override {
+    hold_ticks_ = ns_to_ticks(hold_ns_);  // in the run's clock
+    think_ticks_ = ns_to_ticks(think_ns_);
     for (size_t i = 0; i < locks_n_; ++i) locks_.emplace_back(env.locks, "lock_zoo");
     data_.resize(locks_n_);
   }
@@ -89,13 +91,13 @@ class LockZoo final : public Scenario {
       hi = std::max(hi, x);
     }
     const double n = double(r.workers.size());
-    const bool window = lo > 0;  // every worker completed something while all were running
+    // A worker that completed nothing while all were running was starved: max/min is infinite (not "unknown").
     const double wait = r.lock_figure("lock_zoo", &LockStatRow::wait_total_ns);
     const double hold = r.lock_figure("lock_zoo", &LockStatRow::hold_total_ns);
     r.summary.emplace_back("acquisitions", int64_t(ops));
     r.summary.emplace_back("acquisitions_per_s", r.elapsed_s > 0 ? double(ops) / r.elapsed_s : NAN);
-    r.summary.emplace_back("fairness_jain", window ? sum * sum / (n * sum_sq) : NAN);
-    r.summary.emplace_back("fairness_max_min", window ? hi / lo : NAN);
+    r.summary.emplace_back("fairness_jain", sum > 0 ? sum * sum / (n * sum_sq) : NAN);
+    r.summary.emplace_back("fairness_max_min", lo > 0 ? hi / lo : hi > 0 ? INFINITY : NAN);
     r.summary.emplace_back("wait_total_ns", wait);
     r.summary.emplace_back("hold_total_ns", hold);
     r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : NAN);
@@ -103,11 +105,12 @@ class LockZoo final : public Scenario {
 
  private:
   int threads_;
-  uint64_t iterations_, hold_ticks_, think_ticks_;
+  uint64_t iterations_, hold_ns_, think_ns_;
   size_t locks_n_;
   LockKind kind_;
   std::deque<Lock> locks_;
   std::vector<Protected> data_;
+  uint64_t hold_ticks_ = 0, think_ticks_ = 0;  // set by prepare(), in the run's clock
 };
 
 std::vector<std::string> kind_names() {

@@ -116,11 +116,11 @@ class VmallocStress final : public Scenario {
         lazy_max_pages_(uint64_t(p.i("lazy_max_pages"))),
         tlb_flush_ns_(uint64_t(p.i("tlb_flush_ns"))),
         bounce_ns_(uint64_t(p.i("bounce_ns"))),
-        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        think_ns_(uint64_t(p.i("think_ns"))),
         vmalloc_size_(uint64_t(p.i("vmalloc_size"))),
         map_pages_(p.b("map_pages")),
         node_pages_(uint64_t(p.i("node_pages"))),
-        map_ticks_per_page_(ns_to_ticks(uint64_t(p.i("map_ns_per_page")))) {
+        map_ns_per_page_(uint64_t(p.i("map_ns_per_page"))) {
     if (!is_power_of_2(align_))
       throw std::invalid_argument("align: " + std::to_string(align_) +
                                   " is not a power of two (allowed: a power of two in 1..1073741824)");
@@ -138,6 +138,8 @@ class VmallocStress final : public Scenario {
   int nr_workers() const override { return threads_; }
 
   void prepare(const RunEnv& env) override {
+    think_ticks_ = ns_to_ticks(think_ns_);  // in the run's clock
+    map_ticks_per_page_ = ns_to_ticks(map_ns_per_page_);
     const int nr_cpus = env.machine.model().nr_pus();
     VmallocConfig cfg;
     cfg.vstart = VMALLOC_START;
@@ -307,9 +309,10 @@ class VmallocStress final : public Scenario {
   int vmap_nodes_;
   bool pools_;
   size_t live_;
-  uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ticks_, vmalloc_size_;
+  uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ns_, vmalloc_size_;
   bool map_pages_;
-  uint64_t node_pages_, map_ticks_per_page_;
+  uint64_t node_pages_, map_ns_per_page_;
+  uint64_t think_ticks_ = 0, map_ticks_per_page_ = 0;  // set by prepare(), in the run's clock
   std::unique_ptr<mm::MemorySystem> ms_;
   std::unique_ptr<VmallocSpace> space_;
   std::vector<WorkerState> workers_;

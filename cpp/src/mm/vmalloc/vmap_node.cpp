@@ -2,6 +2,7 @@
 // node_pool_add_va(), decay_va_pool_node(), reclaim_list_global(). Linux v6.9+ mm/vmalloc.c.
 #include "alloclab/mm/vmalloc/vmap_node.hpp"
 
+#include "alloclab/locks/spin_wait.hpp"
 #include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
@@ -13,12 +14,7 @@ SiteLock::SiteLock(LockDomain& d, std::string_view cls) : yield_(d.spin_yield())
 void SiteLock::raw_lock() {
   for (;;) {
     if (raw_.exchange(1, std::memory_order_acquire) == 0) return;
-    while (raw_.load(std::memory_order_relaxed) != 0) {
-      if (yield_)
-        sched_yield();
-      else
-        cpu_pause();
-    }
+    spin_until([this] { return raw_.load(std::memory_order_relaxed) == 0; }, yield_, "vmalloc raw spinlock");
   }
 }
 

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "alloclab/locks/vhandoff.hpp"
+
 namespace alloclab {
 
 struct FutexMutex {
@@ -38,6 +40,10 @@ struct FutexMutex {
     }
   }
   uint32_t queued(const Token&) const noexcept { return 0; }
+
+  // Virtual time (vhandoff.hpp): spinners within their kSpins PAUSEs race; the oldest sleeper is woken after a futex
+  // wake-up, and races too.
+  static VHandoff vhandoff(const VRelease& r) { return spin_then_sleep(r, kSpins); }
 
   std::atomic<uint32_t> word{0};  // 0 free, 1 locked, 2 locked with waiters
 

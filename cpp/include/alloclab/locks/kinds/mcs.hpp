@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
@@ -73,6 +74,16 @@ struct McsSpinlock {
     uint32_t n = 0;
     for (const Token* t = holder.next_acquire(); t; t = t->next_acquire()) ++n;
     return n;
+  }
+
+  // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once, after one line transfer (the release's
+  // store into the successor's node), whatever the number of waiters.
+  static VHandoff vhandoff(const VRelease& r) {
+    const vt::Waiter& next = r.waiters.front();
+    VHandoff h;
+    h.wake(next.cpu, r.now + r.transfer_to(next.cpu));
+    h.owned = true;
+    return h;
   }
 
   std::atomic<Token*> tail{nullptr};

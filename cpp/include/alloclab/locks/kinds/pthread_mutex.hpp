@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "alloclab/locks/vhandoff.hpp"
+
 namespace alloclab {
 
 struct PthreadMutex {
@@ -33,6 +35,10 @@ struct PthreadMutex {
   void acquire(Token&, bool) noexcept { pthread_mutex_lock(&m); }
   void leave(Token&) noexcept { pthread_mutex_unlock(&m); }
   uint32_t queued(const Token&) const noexcept { return 0; }
+
+  // Virtual time (vhandoff.hpp): the default type does not spin; the oldest sleeper is woken after a futex wake-up
+  // and races with newcomers.
+  static VHandoff vhandoff(const VRelease& r) { return spin_then_sleep(r, 0); }
 
   pthread_mutex_t m;
 };

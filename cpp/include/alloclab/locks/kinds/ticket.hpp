@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
@@ -50,6 +51,24 @@ struct TicketSpinlock {
     const uint32_t taken = next.load(std::memory_order_acquire);
     const uint32_t served = owner.load(std::memory_order_acquire);
     return taken == served ? 0 : taken - served - 1;
+  }
+
+  // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once. The release invalidates the owner line
+  // in every waiter's cache and all of them read it again; the line serves the reads one at a time, nearest first
+  // (ties by CPU), and the next owner sees its ticket once its own read is served: the hand-off grows with the
+  // number of waiters.
+  static VHandoff vhandoff(const VRelease& r) {
+    const vt::Waiter& next = r.waiters.front();
+    const vt::vtime own = r.transfer_to(next.cpu);
+    vt::vtime at = r.now;
+    for (const vt::Waiter& w : r.waiters) {
+      const vt::vtime t = r.transfer_to(w.cpu);
+      if (t < own || (t == own && w.cpu <= next.cpu)) at += t;
+    }
+    VHandoff h;
+    h.wake(next.cpu, at);
+    h.owned = true;
+    return h;
   }
 
   std::atomic<uint32_t> owner{0};  // the ticket being served

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
@@ -51,6 +52,24 @@ struct TtasSpinlock {
   void leave(Token&) noexcept { word.store(0, std::memory_order_release); }
   // Waiters are not queued: none to count.
   uint32_t queued(const Token&) const noexcept { return 0; }
+
+  // Virtual time (vhandoff.hpp): a race. Each spinner looks at the word on its backoff schedule (1, 2, 4, ...
+  // kMaxBackoff PAUSEs apart since it began waiting); the one whose first look after the release reads the line
+  // soonest wins (usually the nearest, unless a far one looks sooner), woken at its look to pay the transfer and the
+  // exchange itself. The lock stays free meanwhile: a newcomer may take it first.
+  static VHandoff vhandoff(const VRelease& r) {
+    const vt::vtime step = r.costs.spin_step();
+    const auto next_look = [&](const vt::Waiter& w) {
+      vt::vtime t = r.states[size_t(w.cpu)].began;
+      for (uint32_t backoff = 1; t < r.now && backoff < kMaxBackoff; backoff *= 2) t += step * backoff;
+      if (t < r.now) t += (r.now - t + step * kMaxBackoff - 1) / (step * kMaxBackoff) * (step * kMaxBackoff);
+      return t;
+    };
+    VHandoff h;
+    const vt::Waiter* w = first_to_look(r, [&](const vt::Waiter& x) { return int64_t(next_look(x)); });
+    h.wake(w->cpu, next_look(*w));
+    return h;
+  }
 
   std::atomic<uint32_t> word{0};  // 0 free, 1 held
 };
