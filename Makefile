@@ -13,7 +13,7 @@ VPY := $(VENV)/bin/python
 BUILD := build
 CPP_BUILD := $(BUILD)/cpp
 STAMPS := $(BUILD)/stamps
-SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev pkg-config clang-format
+SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev pkg-config clang-format
 CPP_SOURCES := $(shell find cpp -name '*.cpp' -o -name '*.hpp') CMakeLists.txt
 PY_BUILD_DEPS := 'scikit-build-core>=0.10' 'pybind11>=2.12' 'cmake>=3.20' ninja
 CMAKE := $(abspath $(VENV))/bin/cmake
@@ -60,18 +60,19 @@ test-tsan: install
 	cd $(TSAN_DIR) && TSAN_OPTIONS=halt_on_error=1 $(CTEST) --output-on-failure -j2
 
 lint: install
+	$(VPY) tools/check_layers.py
 	clang-format --dry-run --Werror $$(find cpp -name '*.cpp' -o -name '*.hpp')
-	$(VENV)/bin/ruff check python $(wildcard experiments)
-	$(VENV)/bin/ruff format --check python $(wildcard experiments)
+	$(VENV)/bin/ruff check python tools $(wildcard experiments)
+	$(VENV)/bin/ruff format --check python tools $(wildcard experiments)
 
 format: install
 	clang-format -i $$(find cpp -name '*.cpp' -o -name '*.hpp')
-	$(VENV)/bin/ruff format python $(wildcard experiments)
+	$(VENV)/bin/ruff format python tools $(wildcard experiments)
 
 # --- set-up ---------------------------------------------------------------------------------------------------
 
 sysdeps: $(STAMPS)/sysdeps
-$(STAMPS)/sysdeps:
+$(STAMPS)/sysdeps: Makefile  # re-checked when SYS_PACKAGES changes
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(SYS_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \

@@ -15,8 +15,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 import alloclab as al
-from alloclab.studies import experiment_args, new_run_dir
-from alloclab.studies.lock_zoo import lock_kinds_of_scenario
+from alloclab.studies import experiment_args, measure, new_run_dir, timed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,23 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     args = experiment_args(__doc__, argv)
 
     quick = args.quick or al.quick()
-    kinds = lock_kinds_of_scenario()
+    kinds = al.lock_kinds()["kind"].tolist()
     threads = [1, 2, 4]
     hold_ns = al.config.sized([0, 100, 1_000, 10_000], [0, 1_000], quick_mode=quick)
     iterations = al.config.sized(50_000, 1_000, quick_mode=quick)
     repeats = args.repeats or al.config.sized(5, 2, quick_mode=quick)
 
-    result = al.sweep(
-        "lock_zoo",
-        grid={"hold_ns": hold_ns, "lock": kinds, "threads": threads},
-        repeats=repeats,
-        progress=args.progress,
-        detail=True,
-        iterations=iterations,
-    )
+    result = measure("lock_zoo", grid={"hold_ns": hold_ns, "lock": kinds, "threads": threads}, repeats=repeats,
+                     progress=args.progress, iterations=iterations)  # fmt: skip
     out_dir = new_run_dir(args.out, "lock_zoo")
     plots: list[Path] = []
-    runs = result.runs
+    runs = timed(result.runs)
     for hold in hold_ns:
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         al.plot.scaling(
@@ -66,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
     print(f"wrote {out_dir} ({len(plots)} plots)")
-    return 0 if (runs["status"] == "ok").all() else 1
+    return 0 if (result.runs["status"] == "ok").all() else 1
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick or al.quick()
     threads = study.host_threads()
     topology = f"node:1 core:{max(threads)} pu:1"
-    repeats = args.repeats or al.config.sized(5, 2, quick_mode=quick)
+    repeats = args.repeats or al.config.sized(5, 3, quick_mode=quick)
     counts = {9: al.config.sized(512, 32, quick_mode=quick), 0: al.config.sized(32_768, 2_048, quick_mode=quick)}
 
-    result = study.sweep_orders(counts, threads, repeats, topology, args.progress)
+    result = study.sweep_orders(counts, threads, repeats, topology, args.progress, grow=not quick)
     out_dir = new_run_dir(args.out, study.NAME)
     table = study.summarize(result.runs)
     plots = study.draw(result, out_dir)
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                         "plots": [p.name for p in plots], "table": "table.csv", "published": "published.csv",
                         "notes": notes}},
     )  # fmt: skip
-    cols = ["order", "check", "threads", "ns_per_alloc", "ratio_vs_in_lock", "published_ns_per_alloc",
+    cols = ["order", "check", "threads", "ns_per_alloc", "vs_in_lock", "published_ns_per_alloc",
             "published_ratio_vs_in_lock", "zone_lock_acquisitions", "pages_checked_under_lock",
             "refill_hold_ns"]  # fmt: skip
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))

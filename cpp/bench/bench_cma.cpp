@@ -8,13 +8,13 @@
 #include <memory>
 #include <vector>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/address_space.hpp"
 #include "alloclab/mm/cma.hpp"
 #include "alloclab/mm/lruvec.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/migrate.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;

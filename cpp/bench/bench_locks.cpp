@@ -6,7 +6,7 @@
 #include <atomic>
 #include <memory>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 
 using namespace alloclab;
 
@@ -25,10 +25,10 @@ BENCHMARK(BM_Floor_XchgStore);
 
 void BM_Uncontended(benchmark::State& state, LockKind kind, bool lockstat) {
   LockConfig cfg;
-  cfg.set("lock_zoo", std::string(to_string(kind)));
+  cfg.set("zone->lock", std::string(to_string(kind)));
   LockDomain dom(cfg, lockstat, false);
   dom.reset_stats(1);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   dom.attach(0, 0);
   for (auto _ : state) {
     LockToken t;
@@ -50,9 +50,9 @@ struct Shared {
 void BM_Contended(benchmark::State& state, LockKind kind, Shared* shared) {
   if (state.thread_index() == 0) {
     LockConfig cfg;
-    cfg.set("lock_zoo", std::string(to_string(kind)));
+    cfg.set("zone->lock", std::string(to_string(kind)));
     shared->dom = std::make_unique<LockDomain>(cfg, false, false);
-    shared->lock = std::make_unique<Lock>(*shared->dom, "lock_zoo");
+    shared->lock = std::make_unique<Lock>(*shared->dom, "zone->lock");
   }
   for (auto _ : state) {
     LockToken t;

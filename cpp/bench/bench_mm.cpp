@@ -77,7 +77,7 @@ void BM_Order0BulkRefill(benchmark::State& state) {
   }
   state.counters["ns_per_page"] = benchmark::Counter(double(kPages) * double(state.iterations()),
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.SetLabel(to_string(check));
+  state.SetLabel(std::string(to_string(check)));
 }
 BENCHMARK(BM_Order0BulkRefill)->Arg(int(CheckMode::in_lock))->Arg(int(CheckMode::off));
 
@@ -95,7 +95,7 @@ void BM_Order9Check(benchmark::State& state) {
   }
   state.counters["ns_per_alloc"] = benchmark::Counter(double(kBlocks) * double(state.iterations()),
                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.SetLabel(to_string(check));
+  state.SetLabel(std::string(to_string(check)));
 }
 BENCHMARK(BM_Order9Check)
     ->Arg(int(CheckMode::in_lock))

@@ -7,10 +7,10 @@
 
 #include <memory>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/shmem.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;

@@ -12,8 +12,8 @@
 
 #include <memory>
 
-#include "alloclab/runner.hpp"
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 using namespace alloclab;
 using namespace alloclab::vmalloc;

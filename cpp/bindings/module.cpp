@@ -8,10 +8,11 @@
 #include <set>
 #include <stdexcept>
 
-#include "alloclab/lock_class.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/scenario.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock_class.hpp"
+#include "alloclab/topology/topology.hpp"
+#include "register.hpp"
 
 namespace py = pybind11;
 using namespace alloclab;
@@ -61,32 +62,23 @@ py::list named(const NamedValues& values) {
   return out;
 }
 
-py::dict workers_columns(const std::vector<WorkerRow>& rows) {
+// A table as columns of Python values, from the engine's column list (the row type declares its columns once).
+template <class Row>
+py::dict columns(const std::vector<Row>& rows, std::span<const Column<Row>> cols) {
   py::dict d;
-  auto col = [&](const char* name, auto get) {
+  for (const Column<Row>& c : cols) {
     py::list l;
-    for (const auto& r : rows) l.append(get(r));
-    d[name] = l;
-  };
-  col("worker", [](const WorkerRow& r) { return r.slot.worker; });
-  col("model_pu", [](const WorkerRow& r) { return r.slot.model_pu; });
-  col("model_node", [](const WorkerRow& r) { return r.slot.model_node; });
-  col("host_pu", [](const WorkerRow& r) { return r.slot.host_pu; });
-  col("host_node", [](const WorkerRow& r) { return r.slot.host_node; });
-  col("cpu_used", [](const WorkerRow& r) { return r.cpu_used; });
-  col("bind_ok", [](const WorkerRow& r) { return r.bind_ok; });
-  col("bind_error", [](const WorkerRow& r) { return r.bind_error; });
-  col("ops", [](const WorkerRow& r) { return r.ops; });
-  col("elapsed_s", [](const WorkerRow& r) { return r.elapsed_s; });
-  col("lat_count", [](const WorkerRow& r) { return r.lat_count; });
-  col("lat_mean_ns", [](const WorkerRow& r) { return r.lat_mean_ns; });
-  col("lat_p50_ns", [](const WorkerRow& r) { return r.lat_p50_ns; });
-  col("lat_p99_ns", [](const WorkerRow& r) { return r.lat_p99_ns; });
-  col("lat_max_ns", [](const WorkerRow& r) { return r.lat_max_ns; });
-  if (std::any_of(rows.begin(), rows.end(), [](const WorkerRow& r) { return r.allocs_recorded > 0; })) {
-    col("allocs_recorded", [](const WorkerRow& r) { return r.allocs_recorded; });
-    // 63 bits, so that it stays a non-negative int64 in pandas and Parquet.
-    col("alloc_digest", [](const WorkerRow& r) { return int64_t(r.alloc_digest >> 1); });
+    for (const Row& r : rows) l.append(from_value(c.get(r)));
+    d[c.name] = l;
+  }
+  return d;
+}
+
+py::dict workers_columns(const std::vector<WorkerRow>& rows) {
+  py::dict d = columns(rows, worker_columns());
+  if (std::none_of(rows.begin(), rows.end(), [](const WorkerRow& r) { return r.allocs_recorded > 0; })) {
+    d.attr("pop")("allocs_recorded");  // a scenario that allocates nothing has no digest to show
+    d.attr("pop")("alloc_digest");
   }
   std::vector<std::string> metric_names;  // union, in first-seen order
   std::set<std::string> seen;
@@ -106,33 +98,10 @@ py::dict workers_columns(const std::vector<WorkerRow>& rows) {
   return d;
 }
 
-py::dict lockstat_columns(const std::vector<LockStatRow>& rows) {
-  py::dict d;
-  auto col = [&](const char* name, auto get) {
-    py::list l;
-    for (const auto& r : rows) l.append(get(r));
-    d[name] = l;
-  };
-  col("class", [](const LockStatRow& r) { return r.cls; });
-  col("kind", [](const LockStatRow& r) { return r.kind; });
-  col("con_bounces", [](const LockStatRow& r) { return r.con_bounces; });
-  col("contentions", [](const LockStatRow& r) { return r.contentions; });
-  col("waittime_min_ns", [](const LockStatRow& r) { return r.wait_min_ns; });
-  col("waittime_max_ns", [](const LockStatRow& r) { return r.wait_max_ns; });
-  col("waittime_total_ns", [](const LockStatRow& r) { return r.wait_total_ns; });
-  col("waittime_avg_ns", [](const LockStatRow& r) { return r.wait_avg_ns; });
-  col("acq_bounces", [](const LockStatRow& r) { return r.acq_bounces; });
-  col("acquisitions", [](const LockStatRow& r) { return r.acquisitions; });
-  col("holdtime_min_ns", [](const LockStatRow& r) { return r.hold_min_ns; });
-  col("holdtime_max_ns", [](const LockStatRow& r) { return r.hold_max_ns; });
-  col("holdtime_total_ns", [](const LockStatRow& r) { return r.hold_total_ns; });
-  col("holdtime_avg_ns", [](const LockStatRow& r) { return r.hold_avg_ns; });
-  return d;
-}
-
 py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
                 const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                double timeout_s) {
+                double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
+                std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
   std::map<std::string, Value> given;
   for (const auto& [k, v] : params) {
     const std::string name = py::str(k);
@@ -164,6 +133,16 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   if (!(timeout_s >= 0))
     throw std::invalid_argument("timeout_s: " + std::to_string(timeout_s) + " (allowed: >= 0, 0 for no limit)");
   opt.timeout_s = timeout_s;
+  opt.min_time_s = min_time_s;
+  opt.grow = grow;
+  opt.exclusive = exclusive;
+  opt.clock = kClockKindNames.parse(clock, "clock");
+  opt.machine = std::move(machine);
+  if (!costs.is_none()) {
+    if (!py::isinstance<py::str>(costs))
+      throw std::invalid_argument("costs: expected 'table' or 'measured', got " + py::repr(costs).cast<std::string>());
+    opt.costs = kCostsNames.parse(costs.cast<std::string>(), "costs");
+  }
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
   // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined.
@@ -178,8 +157,13 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   try {
     py::gil_scoped_release nogil;
     r = run(scenario, given, opt);
-  } catch (const RunInterrupted&) {
-    // Ctrl-C during set-up or teardown: the KeyboardInterrupt the poll fetched is raised below.
+  } catch (const RunInterrupted& e) {
+    // Stopped by this thread's Ctrl-C during set-up or teardown (the poll fetched the KeyboardInterrupt, raised
+    // below), or by stop_all_runs (Ctrl-C in the main thread while this run waited in another one).
+    if (!etype) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+      throw py::error_already_set();
+    }
   }
   if (etype) {
     PyErr_Restore(etype, evalue, etb);
@@ -189,7 +173,7 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   out["scenario"] = r.scenario;
   out["params"] = named(r.params);
   out["workers"] = workers_columns(r.workers);
-  out["lockstat"] = lockstat_columns(r.lockstat);
+  out["lockstat"] = columns(r.lockstat, lockstat_columns());
   out["lockstat_text"] = LockDomain::format(r.lockstat);
   out["summary"] = named(r.summary);
   out["provenance"] = named(r.provenance);
@@ -203,13 +187,9 @@ py::list scenarios_py() {
   for (const auto& d : scenarios()) {
     py::list params;
     for (const auto& p : d.params) {
-      const char* type = p.type == ParamSpec::Type::boolean   ? "bool"
-                         : p.type == ParamSpec::Type::integer ? "int"
-                         : p.type == ParamSpec::Type::real    ? "float"
-                                                              : "choice";
       py::dict pd;
       pd["name"] = p.name;
-      pd["type"] = type;
+      pd["type"] = std::string(to_string(p.type));
       pd["default"] = from_value(p.def);
       pd["allowed"] = p.allowed();
       pd["min"] = p.min;
@@ -222,6 +202,9 @@ py::list scenarios_py() {
     sd["name"] = d.name;
     sd["doc"] = d.doc;
     sd["params"] = params;
+    py::dict small;
+    for (const auto& [k, v] : d.small) small[py::str(k)] = from_value(v);
+    sd["small"] = small;
     out.append(sd);
   }
   return out;
@@ -246,12 +229,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("pus", &Topology::nr_pus)
       .def_property_readonly("cores", &Topology::nr_cores)
       .def_property_readonly("description", &Topology::description)
-      .def_property_readonly("source",
-                             [](const Topology& t) {
-                               return t.source() == Topology::Source::host        ? "host"
-                                      : t.source() == Topology::Source::synthetic ? "synthetic"
-                                                                                  : "xml";
-                             })
+      .def_property_readonly("source", [](const Topology& t) { return std::string(to_string(t.source())); })
       .def("pus_of_node", &Topology::pus_of_node, py::arg("node"))
       .def("node_of_pu", &Topology::node_of_pu, py::arg("pu"))
       .def("synthetic_string", &Topology::synthetic_string)
@@ -260,7 +238,14 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("run", &run_py, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
         py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
-        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0);
+        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
+        py::arg("grow") = false, py::arg("exclusive") = true, py::arg("clock") = "real", py::arg("machine") = nullptr,
+        py::arg("costs") = py::none());
+  register_machine_profile(m);
+  register_calibration(m);
+  m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::call_guard<py::gil_scoped_release>(),
+        "Stops every run in flight in this process (each returns stopped, with `reason`); returns how many.");
+  m.def("runs_in_flight", &runs_in_flight, py::call_guard<py::gil_scoped_release>());
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {
     py::list l;
@@ -270,11 +255,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("lock_classes", [] {
     py::list l;
     for (const auto& c : lock_class_catalogue()) {
-      const char* nature = c.nature == LockNature::spinlock ? "spinlock"
-                           : c.nature == LockNature::mutex  ? "mutex"
-                                                            : "rwsem";
-      l.append(py::make_tuple(std::string(c.name), nature, std::string(to_string(LockConfig().kind_for(c.name))),
-                              std::string(c.where)));
+      l.append(py::make_tuple(std::string(c.name), std::string(to_string(c.nature)),
+                              std::string(to_string(LockConfig().kind_for(c.name))), std::string(c.where)));
     }
     return l;
   });

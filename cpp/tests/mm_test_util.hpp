@@ -9,10 +9,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace mmtest {
 

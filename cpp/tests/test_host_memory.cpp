@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "alloclab/host_memory.hpp"
+#include "alloclab/topology/host_memory.hpp"
 
 using namespace alloclab;
 namespace fs = std::filesystem;

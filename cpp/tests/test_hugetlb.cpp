@@ -11,12 +11,12 @@
 #include <set>
 #include <string>
 
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/kernel/padata.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 #include "alloclab/mm/hugetlb.hpp"
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/padata.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;
@@ -199,15 +199,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, HugetlbGiganticTest,
                                             ::testing::Bool()));
 
 TEST(HugetlbParse, NamesAreCheckedWithTheParameterName) {
-  EXPECT_EQ(parse_hugetlb_lock_mode("per_folio"), HugetlbLockMode::per_folio);
-  EXPECT_EQ(parse_next_nid("shared"), NextNid::shared);
+  EXPECT_EQ(kHugetlbLockModeNames.parse("per_folio", "hugetlb_lock"), HugetlbLockMode::per_folio);
+  EXPECT_EQ(kNextNidNames.parse("shared", "next_nid"), NextNid::shared);
   try {
-    parse_hugetlb_lock_mode("per_cpu");
+    kHugetlbLockModeNames.parse("per_cpu", "hugetlb_lock");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("hugetlb_lock: 'per_cpu'"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()),
+              "hugetlb_lock: invalid value 'per_cpu' (allowed: one of 'per_worker', 'per_folio')");
   }
-  EXPECT_THROW(parse_next_nid("global"), std::invalid_argument);
+  EXPECT_THROW(kNextNidNames.parse("global", "next_nid"), std::invalid_argument);
 }
 
 // ---- the hugetlb_boot scenario ----------------------------------------------------------------------------------
@@ -293,7 +294,7 @@ TEST(HugetlbBoot, NworksChunkSizeAndLockCountsFollowTheKernelFormula) {
       if (s.pages % (s.nodes * s.k) == 0 && std::string(hl) == "per_worker") {
         EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), int64_t(nworks));
       }
-      EXPECT_TRUE(sbool(r, "hugetlb_lock_exact"));
+      EXPECT_TRUE(sbool(r, "lock_counts_exact"));
       // ps.lock: once per work plus once after each chunk; none when nworks == 1.
       EXPECT_EQ(sint(r, "padata_lock_acquisitions"), nworks >= 2 ? int64_t(nworks + chunks) : 0);
       EXPECT_TRUE(sbool(r, "memory_returned"));
@@ -328,10 +329,10 @@ TEST(HugetlbBoot, NumaAwareHelpersLandOnEveryModelNode) {
   std::set<int> pus;
   for (const auto& w : r.workers) pus.insert(w.slot.model_pu);
   EXPECT_EQ(pus.size(), 8u);
-  // Oversubscription is recorded (8 workers on however many host PUs).
-  const bool over = std::get<bool>(prov(r, "oversubscribed"));
-  EXPECT_EQ(over, 8 > std::get<int64_t>(prov(r, "host_pus")));
-  EXPECT_EQ(sbool(r, "oversubscribed"), over);
+  // Oversubscription is recorded (8 workers on however many host PUs: oversubscribed when the host has fewer).
+  if (8 > std::get<int64_t>(prov(r, "host_pus"))) {
+    EXPECT_TRUE(std::get<bool>(prov(r, "oversubscribed")));
+  }
 
   const RunResult q =
       boot("node:4 core:2 pu:1", {{"pages", int64_t(256)}, {"multiplier", int64_t(2)}, {"numa_aware", false}});
@@ -385,7 +386,7 @@ TEST(HugetlbBoot, RunningOutOfMemoryIsAResult) {
   EXPECT_GT(sint(r, "allocated"), 0);
   EXPECT_NE(std::get<std::string>(summary(r, "warning")).find("Only allocated"), std::string::npos);
   EXPECT_TRUE(sbool(r, "memory_returned"));
-  EXPECT_TRUE(sbool(r, "hugetlb_lock_exact"));
+  EXPECT_TRUE(sbool(r, "lock_counts_exact"));
 }
 
 TEST(HugetlbBoot, MemorylessNodesGetHelpersButNoFolios) {

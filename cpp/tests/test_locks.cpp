@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/lock.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/locks/lock.hpp"
 
 using namespace alloclab;
 
@@ -17,7 +17,7 @@ const LockKind kAllKinds[] = {LockKind::mutex, LockKind::pthread, LockKind::spin
 
 LockConfig config_for(LockKind k) {
   LockConfig c;
-  c.set("lock_zoo", std::string(to_string(k)));
+  c.set("zone->lock", std::string(to_string(k)));
   return c;
 }
 
@@ -30,7 +30,7 @@ TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
   constexpr uint64_t kIters = 20000;
   LockDomain dom(config_for(kind), /*lockstat=*/true, oversubscribed(threads));
   dom.reset_stats(threads);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   ASSERT_EQ(lock.kind(), kind);
   uint64_t counter = 0;  // deliberately not atomic: only the lock protects it
   std::vector<std::thread> ts;
@@ -47,7 +47,7 @@ TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
   EXPECT_EQ(counter, kIters * uint64_t(threads));
   const auto rows = dom.rows();
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].cls, "lock_zoo");
+  EXPECT_EQ(rows[0].cls, "zone->lock");
   EXPECT_EQ(rows[0].kind, to_string(kind));
   EXPECT_EQ(rows[0].acquisitions, kIters * uint64_t(threads));
   EXPECT_LE(rows[0].contentions, rows[0].acquisitions);
@@ -72,7 +72,7 @@ struct Fifo : ::testing::TestWithParam<LockKind> {};
 TEST_P(Fifo, HandOffFollowsArrivalOrder) {
   constexpr int kWaiters = 6;
   LockDomain dom(config_for(GetParam()), false, true /* yield: more threads than CPUs */);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   std::vector<int> order;
   LockToken main_token;
   lock.lock(main_token);
@@ -82,14 +82,17 @@ TEST_P(Fifo, HandOffFollowsArrivalOrder) {
       LockGuard g(lock);
       order.push_back(i);
     });
-    while (lock.queued() != uint32_t(i + 1)) std::this_thread::yield();  // waiter i is now in the queue
+    while (lock.queued(main_token) != uint32_t(i + 1)) std::this_thread::yield();  // waiter i is now in the queue
   }
   lock.unlock(main_token);
   for (auto& t : ts) t.join();
   std::vector<int> expected(kWaiters);
   for (int i = 0; i < kWaiters; ++i) expected[size_t(i)] = i;
   EXPECT_EQ(order, expected);
-  EXPECT_EQ(lock.queued(), 0u);
+  LockToken last;
+  lock.lock(last);
+  EXPECT_EQ(lock.queued(last), 0u);
+  lock.unlock(last);
 }
 
 INSTANTIATE_TEST_SUITE_P(FifoKinds, Fifo, ::testing::Values(LockKind::ticket, LockKind::mcs),
@@ -100,7 +103,7 @@ struct EveryKind : ::testing::TestWithParam<LockKind> {};
 TEST_P(EveryKind, TrylockFailsWhileHeldAndCountsNothing) {
   LockDomain dom(config_for(GetParam()), true, false);
   dom.reset_stats(2);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   LockToken a;
   dom.attach(0, 0);
   lock.lock(a);
@@ -129,7 +132,7 @@ TEST_P(EveryKind, HoldTimeCoversTheInjectedHold) {
   constexpr int kAcq = 200;
   LockDomain dom(config_for(GetParam()), true, false);
   dom.reset_stats(1);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   dom.attach(0, 0);
   const uint64_t hold_ticks = ns_to_ticks(kHoldNs);
   for (int i = 0; i < kAcq; ++i) {
@@ -152,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, EveryKind, ::testing::ValuesIn(kAllKinds),
 TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
   LockDomain dom(config_for(LockKind::ticket), true, true);
   dom.reset_stats(2);
-  Lock lock(dom, "lock_zoo");
+  Lock lock(dom, "zone->lock");
   dom.attach(0, 0);
   LockToken held;
   lock.lock(held);
@@ -161,7 +164,7 @@ TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
     LockGuard g(lock);  // queues behind the holder: exactly one contention, on another CPU
     LockDomain::detach();
   });
-  while (lock.queued() != 1) std::this_thread::yield();
+  while (lock.queued(held) != 1) std::this_thread::yield();
   spin_for_ns(100000);
   lock.unlock(held);
   waiter.join();
@@ -180,7 +183,7 @@ TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
 TEST(LockStat, OffCountsNothingAndUnattachedThreadsCountNothing) {
   LockDomain off(config_for(LockKind::spin), false, false);
   off.reset_stats(1);
-  Lock a(off, "lock_zoo");
+  Lock a(off, "zone->lock");
   off.attach(0, 0);
   for (int i = 0; i < 10; ++i) LockGuard g(a);
   LockDomain::detach();
@@ -188,7 +191,7 @@ TEST(LockStat, OffCountsNothingAndUnattachedThreadsCountNothing) {
 
   LockDomain on(config_for(LockKind::spin), true, false);
   on.reset_stats(1);
-  Lock b(on, "lock_zoo");
+  Lock b(on, "zone->lock");
   for (int i = 0; i < 10; ++i) LockGuard g(b);  // controlling thread, not attached: set-up is not counted
   EXPECT_TRUE(on.rows().empty());
 }

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "alloclab/rng.hpp"
+#include "alloclab/base/rng.hpp"
 #include "mm_test_util.hpp"
 
 using namespace mmtest;

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "alloclab/rng.hpp"
+#include "alloclab/base/rng.hpp"
 #include "mm_test_util.hpp"
 
 using namespace mmtest;

@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "alloclab/lock_domain.hpp"
-#include "alloclab/padata.hpp"
+#include "alloclab/kernel/padata.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 
 using namespace alloclab;
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 using namespace alloclab;
 
@@ -165,8 +165,6 @@ TEST(Machine, ModelMapsOntoHostModulo) {
     EXPECT_EQ(s.host_pu, s.model_pu % host->nr_pus());
     EXPECT_EQ(s.host_node, s.model_node % host->nr_nodes());
   }
-  EXPECT_EQ(m.oversubscribed(host->nr_pus()), false);
-  EXPECT_EQ(m.oversubscribed(host->nr_pus() + 1), true);
 }
 
 TEST(Machine, BindingRecordsTheCpuUsed) {

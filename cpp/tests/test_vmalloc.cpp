@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "alloclab/rng.hpp"
-#include "alloclab/runner.hpp"
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/base/rng.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 using namespace alloclab;
 using namespace alloclab::vmalloc;
@@ -173,11 +173,11 @@ TEST(VmallocFreeSpace, VaClipFourFitTypes) {
   EXPECT_EQ(c.st.va_objs_free, freed + 1);
   EXPECT_EQ(extents(t), (std::vector<Extent>{{kBase + 7 * P, kBase + 14 * P}}));
   EXPECT_FALSE(va_clip(c, t, va, kBase, P));  // NOTHING_FIT
-  EXPECT_EQ(c.st.fit[NE_FIT_TYPE], 1u);
-  EXPECT_EQ(c.st.fit[LE_FIT_TYPE], 1u);
-  EXPECT_EQ(c.st.fit[RE_FIT_TYPE], 1u);
-  EXPECT_EQ(c.st.fit[FL_FIT_TYPE], 1u);
-  EXPECT_EQ(c.st.fit[NOTHING_FIT], 1u);
+  EXPECT_EQ(c.st.fit_ne, 1u);
+  EXPECT_EQ(c.st.fit_le, 1u);
+  EXPECT_EQ(c.st.fit_re, 1u);
+  EXPECT_EQ(c.st.fit_fl, 1u);
+  EXPECT_EQ(c.st.fit_nothing, 1u);
   drop_tree(c, t);
 }
 

@@ -3,19 +3,25 @@
 A C++20 engine models the kernel's allocator paths on pinned threads, with switchable lock granularity and
 primitives and ``/proc/lock_stat``-style statistics. Start with :func:`scenarios`, :func:`run` and
 :class:`Topology`; walk a grid with :func:`sweep`, keep it with :mod:`alloclab.results`, compare variants with
-:mod:`alloclab.stats` and draw it with :mod:`alloclab.plot`. ``ALLOCLAB_QUICK=1`` (see :func:`quick`) shrinks
-the sizes of notebooks, studies and experiment scripts.
+:mod:`alloclab.stats` and draw it with :mod:`alloclab.plot`. :func:`machines` lists the machine profiles (with
+:func:`machine` to load one) and ``alloclab calibrate`` measures one for this host. ``ALLOCLAB_QUICK=1`` (see
+:func:`quick`) shrinks the sizes of notebooks, studies and experiment scripts.
 """
 
-from . import config, plot, results, stats
+from . import _lifecycle, config, plot, results, stats
 from ._catalogue import lock_classes, lock_kinds, scenarios
 from ._core import __version__
-from ._run import RunResult, run
+from ._run import MeasurementWarning, RunResult, run
 from .config import quick
+from .machines import Machine, machine, machines
 from .sweep import SweepInterrupted, SweepResult, sweep
 from .topology import Topology
 
+_lifecycle.install()
+
 __all__ = [
+    "Machine",
+    "MeasurementWarning",
     "RunResult",
     "SweepInterrupted",
     "SweepResult",
@@ -24,6 +30,8 @@ __all__ = [
     "config",
     "lock_classes",
     "lock_kinds",
+    "machine",
+    "machines",
     "plot",
     "quick",
     "results",

@@ -15,9 +15,11 @@ def scenarios() -> pd.DataFrame:
     Returns:
         A DataFrame with one row per (scenario, parameter): ``scenario, parameter, type, default, allowed, doc``
         and the scenario's own description in ``scenario_doc``, then the declared range as data: ``min`` and
-        ``max`` (ints for ``int`` parameters, floats for ``float`` ones, ``None`` otherwise) and ``choices`` (the
-        allowed values of a ``choice`` parameter, else ``None``). Options common to every run (topology,
-        placement, lockstat, locks, strict, seed, timeout_s) are documented on :func:`alloclab.run`.
+        ``max`` (ints for ``int`` parameters, floats for ``float`` ones, ``None`` otherwise), ``choices`` (the
+        allowed values of a ``choice`` parameter, else ``None``) and ``small`` (the value of the scenario's declared
+        smallest valid run — two workers, under a second — or ``None`` where that run keeps the default). Options
+        common to every run (topology, placement, lockstat, locks, strict, seed, timeout_s, ...) are documented on
+        :func:`alloclab.run`.
     """
     rows = []
     for s in _core.scenarios():
@@ -34,10 +36,11 @@ def scenarios() -> pd.DataFrame:
                     "min": _bound(p, "min"),
                     "max": _bound(p, "max"),
                     "choices": list(p["choices"]) if p["type"] == "choice" else None,
+                    "small": s["small"].get(p["name"]),
                 }
             )
     table = pd.DataFrame(rows)
-    for col in ("min", "max"):  # keep ints exact (a float column would round 64-bit bounds)
+    for col in ("min", "max", "small"):  # keep ints exact (a float column would round 64-bit bounds)
         table[col] = pd.Series([r[col] for r in rows], dtype=object)
     return table
 

@@ -2,7 +2,8 @@
 
 A run's identity is what it ran, normalized: every parameter of its scenario (given or defaulted, in its declared
 type: ``hold_ns=0`` given explicitly is the default), every run option but the time limit (its topology by the
-digest of its structure, not its path; its lock overrides in any order; its placement), and its repeat. A resumed
+digest of its structure, not its path; a virtual run's machine profile by its hash; its lock overrides in any order;
+its placement; whether lock_stat was on, as the row says), and its repeat. A resumed
 sweep reuses a saved ``ok`` row for each planned run with the same identity, one row per run (so duplicate grid
 values find their rows), unless the row has lost its figures or, for ``detail=True``, its per-worker rows. Saved
 rows that no planned run takes are kept in the directory (``kept.*``), out of the returned table; a later resume
@@ -11,8 +12,11 @@ that plans their runs again reuses them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import stat
 import warnings
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -24,12 +28,13 @@ import pandas as pd
 
 from ._catalogue import scenarios as _scenarios
 from ._resultdir import DamagedResult
+from .machines import Machine, machine
 from .topology import Topology
 
-__all__ = ["Identities", "Saved", "SavedRun", "kept_tables"]
+__all__ = ["Identities", "Saved", "SavedRun", "kept_tables", "machine_key_of"]
 
 # Run options that do not change what a run measures (they may differ between a saved sweep and its resume).
-RESUMABLE_OPTIONS = {"timeout_s"}
+RESUMABLE_OPTIONS = {"timeout_s", "exclusive"}
 # The column of a kept row that records its identity (kept rows come from sweeps whose meta data is gone).
 RUN_KEY = "run_key"
 
@@ -37,12 +42,15 @@ RUN_KEY = "run_key"
 class Identities:
     """Normalizes parameters and options of one scenario into run identities (JSON text)."""
 
-    def __init__(self, scenario: str, topology_key: Callable[[Any], str]):
+    def __init__(
+        self, scenario: str, topology_key: Callable[[Any], str], machine_key: Callable[[Any], Any] | None = None
+    ):
         table = _scenarios()
         part = table[table["scenario"] == scenario]
         self.types: dict[str, str] = dict(zip(part["parameter"], part["type"], strict=True))
         self.defaults: dict[str, Any] = dict(zip(part["parameter"], part["default"], strict=True))
         self.topology_key = topology_key
+        self.machine_key = machine_key or machine_key_of
 
     def identity(self, params: Mapping[str, Any], options: Mapping[str, Any]) -> str:
         """The identity of a run with these parameters (missing ones take their defaults) and run options."""
@@ -56,6 +64,8 @@ class Identities:
         value = _plain(value)
         if name == "topology":
             return self.topology_key(value)
+        if name == "machine":
+            return self.machine_key(value)
         if name == "locks":
             if isinstance(value, str):  # a saved label "class=kind,class=kind"
                 value = dict(item.partition("=")[::2] for item in value.split(",") if item)
@@ -161,11 +171,17 @@ class Saved:
             what = f"a {meta.get('kind')} of {meta.get('scenario')!r}"
             raise ValueError(f"resume: {path} holds {what}, not a sweep of {scenario!r}; use another directory")
         saved_topologies = meta.get("topologies") if isinstance(meta.get("topologies"), dict) else {}
+        saved_machines = meta.get("machines") if isinstance(meta.get("machines"), dict) else {}
 
         def saved_topology_key(label: Any) -> str:
-            return str(saved_topologies[label]) if label in saved_topologies else topology_key(label)
+            known = isinstance(label, str) and label in saved_topologies
+            return str(saved_topologies[label]) if known else topology_key(label)
 
-        saved_ids = Identities(scenario, saved_topology_key)
+        def saved_machine_key(label: Any) -> Any:
+            known = isinstance(label, str) and label in saved_machines
+            return str(saved_machines[label]) if known else machine_key_of(label)
+
+        saved_ids = Identities(scenario, saved_topology_key, saved_machine_key)
         now_ids = Identities(scenario, topology_key)
         saved_grid = list(meta.get("grid") or {}) if isinstance(meta.get("grid"), dict) else []
         saved_fixed = list(meta.get("fixed") or {}) if isinstance(meta.get("fixed"), dict) else []
@@ -183,9 +199,10 @@ class Saved:
 
         def identity(row: dict[str, Any]) -> tuple[str, list[str]]:
             params = {**defaults, **{c: row[c] for c in columns}}
-            return saved_ids.identity(
-                params, {**saved_options, **{c: row[c] for c in columns if c in options}}
-            ), columns
+            run_options = {**saved_options, **{c: row[c] for c in columns if c in options}}
+            if not _is_nan(row.get("lockstat")):  # the row says whether lock_stat was on (lockstat_repeats)
+                run_options["lockstat"] = row["lockstat"]
+            return saved_ids.identity(params, run_options), columns
 
         runs = _runs_of(loaded.data, loaded.workers, loaded.lockstat, identity, [*front_columns, *columns])
         if loaded.kept is not None:
@@ -320,13 +337,27 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def machine_key_of(value: Any) -> Any:
+    """What a machine profile is, for matching: the hash of its topology and numbers (a shipped profile's name, or
+    the path of a regular TOML file, is loaded for it); ``None`` (a real-clock run) and a value that loads no
+    profile stand for themselves (a FIFO or device is never read)."""
+    if isinstance(value, Machine):
+        return value.hash
+    if isinstance(value, (str, os.PathLike)):
+        with contextlib.suppress(ValueError, OSError):
+            if not str(value).endswith(".toml") or stat.S_ISREG(os.stat(value).st_mode):
+                return machine(value).hash
+    return value
+
+
 def _display(value: Any) -> Any:
     return value.description if isinstance(value, Topology) else value
 
 
 def _is_nan(value: Any) -> bool:
+    """A missing value: None, NaN or pandas' NA (an integer or boolean figure a run does not have)."""
     value = _plain(value)
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import operator
+import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import _core
+from .machines import Machine
+from .machines import machine as load_machine
 from .topology import Topology
 
-__all__ = ["RunResult", "run"]
+__all__ = ["MeasurementWarning", "RunResult", "run"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ def run(
     strict: bool = False,
     seed: int = 1,
     timeout_s: float = 0.0,
+    min_time_s: float = 0.02,
+    grow: bool = False,
+    exclusive: bool = True,
+    clock: str = "real",
+    machine: str | os.PathLike | Machine | None = None,
+    costs: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Run one scenario once and return its :class:`RunResult`.
@@ -80,7 +91,9 @@ def run(
             ``provenance``.
         placement: ``"compact"`` (fill model PUs in order), ``"scatter"`` (round-robin over model nodes), or an
             explicit list with one model PU per worker.
-        lockstat: collect ``/proc/lock_stat``-style statistics (``False`` makes the hooks free).
+        lockstat: collect ``/proc/lock_stat``-style statistics (``True`` or ``False`` only; ``False`` makes the
+            hooks free, and every figure taken from lock_stat is then NaN or None: not measured). Timings that
+            compare variants should come from runs without it: its two clock reads sit inside every critical section.
         locks: lock class -> lock kind overrides, e.g. ``{"zone->lock": "ticket"}``; see :func:`lock_classes`
             and :func:`lock_kinds`.
         strict: make a failure to bind a worker to its CPU an error instead of a recorded ``bind_ok=False``.
@@ -89,13 +102,43 @@ def run(
             stopped run returns normally with ``stopped=True`` and ``stop_reason="timeout after ..."``, its figures
             covering the part that ran (a stop during set-up: no worker figures, ``"..., during set-up (no worker
             ran)"``). The checks and teardown after the workers always complete.
+        min_time_s: a run whose elapsed time (the span from the workers' common release to the last worker's end)
+            is shorter is flagged ``short_run`` in its summary, with a warning: too short to measure.
+        grow: repeat a short run with the scenario's size parameter grown (as Google Benchmark grows iterations
+            to reach its ``min_time``) until it lasts ``min_time_s``; ``provenance`` records ``grow_param``,
+            ``grown_from`` and ``grow_steps``.
+        exclusive: wait until no other run of this process is in flight, and keep others from starting while this
+            one runs (the default: two runs on one host disturb each other's timings). ``False`` lets runs from
+            several Python threads overlap; each then counts the others' workers towards oversubscription.
+        clock: ``"real"`` (the workers are pinned threads timed by the host) or ``"virtual"``: the workers are the
+            virtual CPUs of ``machine``, run as fibers on this thread in virtual time (see the README's "Virtual
+            time"). A virtual run has the same shape: ``elapsed_s`` and lock_stat times are virtual, every count and
+            check is the same, and with ``costs="table"`` it is a pure function of (scenario, parameters, seed,
+            machine): identical on every host. It takes no ``topology`` (the profile's is used) and no ``strict``.
+        machine: the machine profile of a virtual run: a name from :func:`machines`, a TOML path or a
+            :class:`Machine` (required with ``clock="virtual"``, refused otherwise).
+        costs: how a virtual run charges the work between sync points: ``"table"`` (default; the profile's
+            per-operation costs, deterministic) or ``"measured"`` (the host time the model code took, scaled by the
+            clock ratio; not reproducible).
         **params: the scenario's parameters (unknown names or out-of-range values raise ``ValueError``).
+
+    The result's ``summary`` always ends with the measurement's own figures: ``elapsed_s`` (first), and after the
+    scenario's figures ``overlap`` (share of the run during which every worker was running), ``start_lag`` (share
+    of the run before the last worker started), ``overlap_poor`` (the workers ran together for less than 90 % of
+    the run *because of the scheduler*: the last one started more than 10 % into the run, or one waited more than
+    10 % of it for a CPU; workers that end apart by design, as behind one mutex, are a result, not a flag),
+    ``short_run`` and ``runq_wait_share`` (the largest share of the run a worker spent runnable but waiting for a
+    CPU). ``provenance["oversubscribed"]`` says what happened:
+    several workers on one host PU, other runs' workers, other runnable tasks on the host, or a worker that waited
+    more than 5 % of the run for a CPU (``oversubscribed_why``); the host's load and clock at the start and end
+    are there too. A run that is flagged in any of these ways warns (:class:`MeasurementWarning`).
 
     Raises:
         ValueError: a parameter or option is unknown, of the wrong type or out of range (the message starts with
             its name), or the run needs more memory than is available (the message starts with ``memory:`` and
             gives both figures; nothing was allocated).
-        KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined.
+        KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined. Ctrl-C in
+            the main thread also stops the runs that other Python threads started (they return ``stopped``).
     """
     for name, value in params.items():
         _check_int_width(name, value, scenario)
@@ -104,14 +147,21 @@ def run(
         dict(params),
         _core_topology(topology),
         _placement(placement),
-        bool(lockstat),
+        _flag("lockstat", lockstat),
         _locks(locks),
-        bool(strict),
+        _flag("strict", strict),
         _seed(seed),
-        _timeout(timeout_s),
+        _seconds("timeout_s", timeout_s, "0 for no limit"),
+        _seconds("min_time_s", min_time_s, "0 flags nothing"),
+        _flag("grow", grow),
+        _flag("exclusive", exclusive),
+        clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
+        _core_machine(machine),
+        costs,
     )
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
+    _warn_measurement(scenario, summary, dict(raw["provenance"]), raw["stopped"])
     return RunResult(
         scenario=raw["scenario"],
         workers=pd.DataFrame(raw["workers"]),
@@ -164,6 +214,20 @@ def _core_topology(topology: Any) -> Any:
     raise ValueError(f"topology: expected a Topology, a synthetic description or None, got {topology!r}")
 
 
+def _core_machine(machine: Any) -> Any:
+    if machine is None:
+        return None
+    if isinstance(machine, Machine):
+        return machine._core
+    if isinstance(machine, (str, os.PathLike)):
+        return load_machine(machine)._core
+    raise ValueError(f"machine: expected a profile name, a TOML path or a Machine, got {machine!r}")
+
+
+def _bad_choice(name: str, value: Any, allowed: str) -> Any:
+    raise ValueError(f"{name}: invalid value {value!r} (allowed: one of {allowed})")
+
+
 def _placement(placement: Any) -> Any:
     if isinstance(placement, str):
         return placement
@@ -192,11 +256,40 @@ def _seed(seed: Any) -> int:
     return value
 
 
-def _timeout(timeout_s: Any) -> float:
+def _seconds(name: str, value: Any, zero: str) -> float:
     try:
-        value = float(timeout_s)
+        seconds = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"timeout_s: expected a number of seconds, got {timeout_s!r}") from None
-    if isinstance(timeout_s, bool) or not (value >= 0):
-        raise ValueError(f"timeout_s: {timeout_s!r} (allowed: >= 0, 0 for no limit)")
-    return value
+        raise ValueError(f"{name}: expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not (seconds >= 0) or seconds == float("inf"):
+        raise ValueError(f"{name}: {value!r} (allowed: >= 0, {zero})")
+    return seconds
+
+
+def _flag(name: str, value: Any) -> bool:
+    """Only a real boolean switches an option: ``lockstat="no"`` is an error, not True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name}: expected True or False, got {value!r}")
+
+
+class MeasurementWarning(UserWarning):
+    """A run's timing cannot be trusted as it stands: its workers did not start together, it was too short to
+    measure, or it was oversubscribed (see :func:`run` for each flag)."""
+
+
+def _warn_measurement(scenario: str, summary: pd.Series, provenance: Mapping[str, Any], stopped: bool) -> None:
+    problems = []
+    if summary.get("overlap_poor") is True:
+        problems.append(
+            f"its workers did not run together (overlap {summary['overlap']:.2f}, start_lag {summary['start_lag']:.2f}"
+            f", runq_wait_share {summary['runq_wait_share']:.2f})"
+        )
+    if summary.get("short_run") is True and not stopped:
+        problems.append(
+            f"it lasted {summary['elapsed_s'] * 1e3:.3g} ms, below min_time_s={provenance.get('min_time_s')}"
+        )
+    if provenance.get("oversubscribed"):
+        problems.append(f"it was oversubscribed ({provenance.get('oversubscribed_why')})")
+    if problems:
+        warnings.warn(f"{scenario}: " + "; ".join(problems), MeasurementWarning, stacklevel=3)

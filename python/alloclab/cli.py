@@ -7,6 +7,7 @@
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--timeout S] [--topology T] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
+    alloclab calibrate [--out FILE] [--quick] [--name NAME] [--description TEXT]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
@@ -195,7 +196,20 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
         cols = ["parameter", "type", "default", "allowed", "doc"]
         print(_indent(part[cols].to_string(index=False)))
         print()
-    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s (see al.run).")
+    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs")
+    print("(see al.run).")
+    return 0
+
+
+def _cmd_machines(args: argparse.Namespace) -> int:
+    from .machines import machine, machines
+
+    if args.name:
+        m = machine(args.name)
+        print(repr(m))
+        print(_indent(m.fields().to_string(index=False)))
+        return 0
+    print(machines().to_string(index=False))
     return 0
 
 
@@ -328,6 +342,24 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate, to_toml
+
+    def log(line: str) -> None:
+        print(f"  {line}", file=sys.stderr)
+
+    print(f"alloclab calibrate: measuring this host{' (quick mode)' if args.quick else ''} ...", file=sys.stderr)
+    doc = calibrate(quick=args.quick, name=args.name, description=args.description, log=log)
+    text = to_toml(doc)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    print(doc["description"], file=sys.stderr)
+    return 0
+
+
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
@@ -345,6 +377,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("scenarios", help="list the scenarios and their parameters")
     p.add_argument("scenario", nargs="?", help="only this scenario")
     p.set_defaults(func=_cmd_scenarios)
+
+    p = sub.add_parser("machines", help="list the machine profiles of virtual-clock runs, or show one with its sources")
+    p.add_argument("name", nargs="?", help="a profile name or TOML file: print every number with its source")
+    p.set_defaults(func=_cmd_machines)
 
     p = sub.add_parser("run", help="run a scenario once; print its summary (and lock_stat)")
     p.add_argument("scenario")
@@ -377,6 +413,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the studies and exit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("calibrate", help="measure this machine and write its machine profile (TOML)")
+    p.add_argument("--out", metavar="FILE", help="write the profile to FILE (default: print it)")
+    p.add_argument("--quick", action="store_true", help="tiny measurements: checks the tool, not the machine")
+    p.add_argument("--name", default="host", help="the profile's name (default: host)")
+    p.add_argument("--description", metavar="TEXT", help='what the machine is, e.g. "2-vCPU VM, ..."')
+    p.set_defaults(func=_cmd_calibrate)
     return parser
 
 
@@ -387,6 +430,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the run's random choices (default 1)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S", help="stop a run after S seconds")
     p.add_argument("--strict", action="store_true", help="binding failures are errors")
+    p.add_argument("--clock", default="real", help="real (default) or virtual: simulate --machine in virtual time")
+    p.add_argument("--machine", metavar="NAME", help="with --clock virtual: a profile (alloclab machines) or TOML file")
+    p.add_argument("--costs", metavar="KIND", help="with --clock virtual: table (default; deterministic) or measured")
 
 
 def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -415,6 +461,9 @@ def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:
         "timeout_s": fixed.pop("timeout_s", args.timeout),
         "strict": fixed.pop("strict", args.strict),
         "lockstat": fixed.pop("lockstat", True),
+        "clock": fixed.pop("clock", args.clock),
+        "machine": fixed.pop("machine", args.machine),
+        "costs": fixed.pop("costs", args.costs),
     }
 
 

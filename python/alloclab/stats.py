@@ -1,8 +1,10 @@
-"""Comparing variants: :func:`compare` (medians, IQR, ratio to a baseline, Mann-Whitney U).
+"""Comparing variants: :func:`compare` (medians, IQR, ratio to a baseline, Mann-Whitney U, a finding or "n.s.").
 
 In the spirit of Google Benchmark's ``compare.py``: a variant differs from the baseline when the two samples
-of repeats differ by a two-sided Mann-Whitney U test, and a comparison with so few repeats that the test could
-never reach the significance level is flagged rather than trusted.
+of repeats differ by a two-sided Mann-Whitney U test. A ratio is a *finding* only when that test is significant
+with at least :data:`MIN_REPEATS` repeats on each side, no run was oversubscribed, and the runs it rests on were
+measurements (runs whose workers did not run together, or that were too short to measure, are dropped and
+counted). Otherwise the comparison says ``n.s.`` and why (:func:`finding`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare", "min_p_value"]
+__all__ = ["FLAG_COLUMNS", "MIN_REPEATS", "compare", "finding", "min_p_value"]
+
+#: Repeats each side needs before a difference can be called a finding.
+MIN_REPEATS = 5
+#: Per-run flags (summary columns of :func:`alloclab.run`) that make a run no measurement: it is dropped.
+FLAG_COLUMNS = ("overlap_poor", "short_run")
 
 
 def min_p_value(n1: int, n2: int, alternative: str = "two-sided") -> float:
@@ -44,10 +51,12 @@ def compare(
     within: str | Sequence[str] | None = None,
     alpha: float = 0.05,
     alternative: str = "two-sided",
+    min_repeats: int = MIN_REPEATS,
 ) -> pd.DataFrame:
-    """Compare the groups of ``by`` on ``metric``: median, IQR, ratio to a baseline and a U-test p-value.
+    """Compare the groups of ``by`` on ``metric``: median, IQR, ratio to a baseline, a U-test p-value and a finding.
 
-    Rows whose ``status`` (when the column exists) is not ``"ok"`` and NaN values of ``metric`` are left out.
+    Rows whose ``status`` (when the column exists) is not ``"ok"`` and NaN values of ``metric`` are left out; so
+    are runs flagged by a :data:`FLAG_COLUMNS` column (counted in ``dropped``).
 
     Args:
         df: a tidy table such as :func:`alloclab.sweep` returns (one row per run).
@@ -60,6 +69,7 @@ def compare(
         alpha: significance level for the ``significant`` and ``too_few_repeats`` columns.
         alternative: passed to :func:`scipy.stats.mannwhitneyu` (``"two-sided"``, ``"less"``, ``"greater"``;
             one-sided alternatives are about the variant relative to the baseline).
+        min_repeats: runs each side needs before a difference is a finding.
 
     Returns:
         One row per (``within`` values, variant): the ``within`` and ``by`` columns, ``n``, ``median``, ``q1``,
@@ -68,7 +78,10 @@ def compare(
         itself or an empty group), ``significant`` (``p_value < alpha``) and ``too_few_repeats`` (True when the
         smallest p-value the test could give for these sample sizes is not below ``alpha``, see
         :func:`min_p_value`: the comparison cannot show a difference whatever the data; always False on the
-        baseline's own row).
+        baseline's own row), ``dropped`` (runs of the group left out by a flag), ``oversubscribed`` (some run of
+        the group or of its baseline was, when the table has that column), ``finding`` (the ratio with its
+        p-value when it is one, else ``"n.s. (reasons)"``; ``"baseline"`` on the baseline's row) and
+        ``significant`` (the finding holds: p < alpha, enough repeats, nothing oversubscribed).
 
     Raises:
         ValueError: a named column is missing, or ``baseline`` is not among the values of ``by``.
@@ -87,6 +100,11 @@ def compare(
     if "status" in data.columns:
         data = data[data["status"] == "ok"]
     data = data[pd.to_numeric(data[metric], errors="coerce").notna()]
+    flagged = np.zeros(len(data), dtype=bool)
+    for col in FLAG_COLUMNS:
+        if col in data.columns:
+            flagged |= data[col].fillna(False).astype(bool).to_numpy()
+    dropped_rows, data = data[flagged], data[~flagged]
 
     def key_of(row_values: Sequence[Any]) -> Any:
         return row_values[0] if len(by_cols) == 1 else tuple(row_values)
@@ -99,19 +117,30 @@ def compare(
     elif baseline not in all_variants:
         raise ValueError(f"baseline: {baseline!r} is not a value of {by!r} (values: {all_variants})")
 
-    groups = [((), data)] if not within_cols else _groups(data, within_cols, df)
+    def select(part: pd.DataFrame, variant: Any) -> pd.DataFrame:
+        mask = np.ones(len(part), dtype=bool)
+        values = (variant,) if len(by_cols) == 1 else variant
+        for col, val in zip(by_cols, values, strict=True):
+            mask &= (part[col] == val).to_numpy()
+        return part[mask]
+
+    def over(part: pd.DataFrame) -> bool:
+        return "oversubscribed" in part.columns and bool(part["oversubscribed"].fillna(False).astype(bool).any())
+
+    groups = [((), data, dropped_rows, df)] if not within_cols else _groups(data, within_cols, df, dropped_rows)
     rows = []
-    for within_key, part in groups:
+    for within_key, part, dropped_part, planned in groups:
         samples: dict[Any, np.ndarray] = {}
+        oversubscribed: dict[Any, bool] = {}
         for variant in all_variants:
-            mask = np.ones(len(part), dtype=bool)
-            values = (variant,) if len(by_cols) == 1 else variant
-            for col, val in zip(by_cols, values, strict=True):
-                mask &= (part[col] == val).to_numpy()
-            samples[variant] = part.loc[mask, metric].astype(float).to_numpy()
+            chosen = select(part, variant)
+            samples[variant] = chosen[metric].astype(float).to_numpy()
+            oversubscribed[variant] = over(chosen) or over(select(dropped_part, variant))
         base = samples[baseline]
         base_median = float(np.median(base)) if len(base) else float("nan")
         for variant in all_variants:
+            if variant != baseline and not len(select(planned, variant)):
+                continue  # this variant was never run in this group (another grid per group)
             x = samples[variant]
             row: dict[str, Any] = dict(zip(within_cols, within_key, strict=True))
             row.update(dict(zip(by_cols, (variant,) if len(by_cols) == 1 else variant, strict=True)))
@@ -124,23 +153,73 @@ def compare(
             else:
                 p = float(mannwhitneyu(x, base, alternative=alternative).pvalue)
             row["p_value"] = p
-            row["significant"] = bool(p < alpha) if not np.isnan(p) else False
             row["too_few_repeats"] = (
                 False if variant == baseline else min_p_value(len(x), len(base), alternative) >= alpha
             )
+            row["dropped"] = len(select(dropped_part, variant))
+            if "oversubscribed" in df.columns:
+                row["oversubscribed"] = oversubscribed[variant] or oversubscribed[baseline]
+            text, holds = finding(row, is_baseline=variant == baseline, alpha=alpha, min_repeats=min_repeats,
+                                  base_n=len(base))  # fmt: skip
+            row["finding"] = text
+            row["significant"] = holds
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _groups(data: pd.DataFrame, cols: list[str], order_from: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
-    keys = list(dict.fromkeys(order_from[cols].itertuples(index=False, name=None)))
-    out = []
-    for key in keys:
-        mask = np.ones(len(data), dtype=bool)
+def finding(
+    row: dict[str, Any] | pd.Series,
+    *,
+    is_baseline: bool = False,
+    alpha: float = 0.05,
+    min_repeats: int = MIN_REPEATS,
+    base_n: int | None = None,
+) -> tuple[str, bool]:
+    """How a comparison row may be reported: its ratio as a finding, or ``"n.s."`` with every reason.
+
+    Args:
+        row: a row of :func:`compare` (``ratio``, ``p_value``, ``n``, and ``dropped``/``oversubscribed`` when
+            present).
+        is_baseline: the row is the baseline itself.
+        alpha: the significance level.
+        min_repeats: runs each side needs.
+        base_n: runs of the baseline (default: ``row["n"]``).
+
+    Returns:
+        ``(text, holds)``: e.g. ``("0.394x (p=0.0079)", True)`` or ``("n.s. (p=0.33; 3 repeats < 5)", False)``.
+    """
+    if is_baseline:
+        return "baseline", False
+    n = int(row.get("n", 0))
+    base_n = n if base_n is None else base_n
+    p = row.get("p_value", float("nan"))
+    reasons = []
+    if n == 0 or base_n == 0:
+        reasons.append("no runs to compare")
+    elif np.isnan(p) or p >= alpha:
+        reasons.append(f"p={p:.2g}" if not np.isnan(p) else "no p-value")
+    if 0 < min(n, base_n) < min_repeats:
+        reasons.append(f"{min(n, base_n)} repeats < {min_repeats}")
+    if bool(row.get("oversubscribed", False)):
+        reasons.append("oversubscribed")
+    if int(row.get("dropped", 0) or 0):
+        reasons.append(f"{int(row['dropped'])} run(s) dropped: workers did not run together or too short")
+    if reasons:
+        return "n.s. (" + "; ".join(reasons) + ")", False
+    return f"{row['ratio']:.3g}x (p={p:.2g})", True
+
+
+def _groups(
+    data: pd.DataFrame, cols: list[str], order_from: pd.DataFrame, dropped: pd.DataFrame
+) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+    def part(table: pd.DataFrame, key: tuple) -> pd.DataFrame:
+        mask = np.ones(len(table), dtype=bool)
         for col, val in zip(cols, key, strict=True):
-            mask &= (data[col] == val).to_numpy()
-        out.append((key, data[mask]))
-    return out
+            mask &= (table[col] == val).to_numpy()
+        return table[mask]
+
+    keys = list(dict.fromkeys(order_from[cols].itertuples(index=False, name=None)))
+    return [(key, part(data, key), part(dropped, key), part(order_from, key)) for key in keys]
 
 
 def _describe(x: np.ndarray) -> dict[str, Any]:

@@ -6,6 +6,12 @@ returns a tidy (long-format) table with one row per run. A configuration that fa
 ``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with ``status="stopped"``; the
 sweep goes on.
 
+Measurements are checked as they come: a run whose workers did not run together (``overlap_poor``) can be
+run again, up to ``retries`` times (the studies do), and the runs still flagged (poor overlap, too short,
+oversubscribed) are counted in one warning at the end and in the meta data. Timings are best taken with
+``lockstat=False`` (lock_stat's clock reads sit inside every critical section); ``lockstat_repeats`` adds
+lock_stat runs of every configuration for the counts, as extra repeats whose rows say ``lockstat=True``.
+
 Long sweeps survive interruption: with ``out=DIR`` the finished rows are saved (as one atomic set of files, see
 :mod:`alloclab.results`) after every run, and the sweep holds DIR to itself from before its first run to its end;
 Ctrl-C stops the current run within a second and raises :class:`SweepInterrupted`, a ``KeyboardInterrupt`` that
@@ -17,29 +23,36 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import _resultdir, _resume
 from ._catalogue import scenarios as _scenarios
-from ._run import RunResult, run
+from ._run import MeasurementWarning, RunResult, run
+from .machines import Machine
 from .topology import Topology
 
 __all__ = ["RUN_OPTIONS", "SweepInterrupted", "SweepResult", "configurations", "sweep"]
 
 #: Options of :func:`alloclab.run` that may also appear as grid axes or fixed values of a sweep.
-RUN_OPTIONS = ("topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s")
+RUN_OPTIONS = (
+    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive",
+    "clock", "machine", "costs",
+)  # fmt: skip
 
 #: Columns every sweep table starts with (then the grid and fixed parameters, then these status columns,
 #: then the scenario's summary figures).
 KEY_COLUMNS = ("run", "config", "repeat", "scenario")
-STATUS_COLUMNS = ("status", "error", "seed", "oversubscribed", "n_workers", "workers_bound")
+STATUS_COLUMNS = ("status", "error", "seed", "lockstat", "attempts", "oversubscribed", "n_workers", "workers_bound")
 
 # Provenance keys that differ from run to run by nature and so never count as a "varying" setting.
 _PER_RUN_KEYS = {"started", "ended"}
@@ -136,6 +149,14 @@ def sweep(
     strict: bool = False,
     seed: int = 1,
     timeout_s: float = 0.0,
+    min_time_s: float = 0.02,
+    grow: bool = False,
+    exclusive: bool = True,
+    clock: str = "real",
+    machine: str | os.PathLike | Any = None,
+    costs: str | None = None,
+    retries: int = 0,
+    lockstat_repeats: int = 0,
     **fixed: Any,
 ) -> pd.DataFrame | SweepResult:
     """Run a scenario over a grid of configurations, ``repeats`` times each, interleaved.
@@ -147,6 +168,10 @@ def sweep(
             ``locks``, ``seed``, ...). ``None`` or ``{}``: one configuration.
         repeats: how many times each configuration runs (>= 1). Run ``i`` of the sweep is configuration
             ``i % n_configs`` of repeat ``i // n_configs``: A B A B ..., never A A B B.
+        retries: how many more times a run whose workers did not run together (``overlap_poor``) is tried before
+            its row is kept as it is (``attempts`` counts the tries; 0: never, the row is kept and flagged).
+        lockstat_repeats: lock_stat runs of every configuration after the timed repeats (repeats ``repeats`` ...
+            ``repeats + lockstat_repeats - 1``), for the counts when ``lockstat=False`` times the rest.
         topology: the model machine for every run (``Topology``, a synthetic description such as
             ``"node:2 core:2 pu:1"``, ``"host"`` or ``None`` for the host).
         progress: show a ``tqdm.auto`` bar (terminal or notebook) with the current configuration and an ETA.
@@ -171,21 +196,25 @@ def sweep(
             :func:`alloclab.results.load`) are reported as warnings naming the runs that run again.
         overwrite: replace a result that ``out`` already holds (without ``resume``).
         placement: worker placement for every run (see :func:`alloclab.run`).
-        lockstat: collect lock statistics.
+        lockstat: collect lock statistics in the timed repeats (``True`` or ``False``).
         locks: lock class -> lock kind overrides for every run.
         strict: make binding failures errors (they then show up as error rows).
         seed: the seed of every run (the same for all repeats, so repeats differ only by timing).
         timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row whose
             ``error`` column gives the reason (``"timeout after ..."``) and whose figures cover the part that ran.
+        min_time_s, grow, exclusive: as :func:`alloclab.run`.
+        clock, machine, costs: as :func:`alloclab.run`: ``clock="virtual", machine="xeon-8380-2s"`` runs every
+            configuration on that simulated machine (``machine`` may also be a grid axis, to compare machines).
         **fixed: scenario parameters held constant over the sweep (each becomes a column too).
 
     Returns:
         A DataFrame with one row per run, in the order the runs happened: ``run, config, repeat, scenario``,
         one column per grid axis and fixed parameter, ``status`` (``"ok"``, ``"error"`` or ``"stopped"``),
-        ``error`` (the message, ``""`` when ok), ``seed``, ``oversubscribed``, ``n_workers``, ``workers_bound``,
-        then the scenario's summary figures (NaN on error rows). Its ``attrs["alloclab"]`` holds the sweep's meta
-        data (scenario, grid, fixed, options, start and end time, the runs' common provenance, ``complete``,
-        ``interrupted``, ``resumed_from``, ``reused_runs``); :func:`alloclab.results.save` writes it to
+        ``error`` (the message, ``""`` when ok), ``seed``, ``lockstat``, ``attempts``, ``oversubscribed``,
+        ``n_workers``, ``workers_bound``, then the scenario's summary figures (NaN or NA on error rows; integer
+        figures stay integers). Its ``attrs["alloclab"]`` holds the sweep's meta data (scenario, grid, fixed,
+        options, start and end time, the runs' common provenance, ``complete``, ``interrupted``, ``resumed_from``,
+        ``reused_runs``, ``retried_runs``, ``flagged_runs``); :func:`alloclab.results.save` writes it to
         ``meta.json``. With ``detail=True``, a :class:`SweepResult` instead.
 
     Raises:
@@ -200,6 +229,9 @@ def sweep(
     grid = dict(grid or {})
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats: must be an integer >= 1, got {repeats!r}")
+    for name, value in (("retries", retries), ("lockstat_repeats", lockstat_repeats)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
     _check_names(scenario, grid, fixed)
     overlap = set(grid) & set(fixed)
     if overlap:
@@ -213,10 +245,16 @@ def sweep(
         "strict": strict,
         "seed": seed,
         "timeout_s": timeout_s,
+        "min_time_s": min_time_s,
+        "grow": grow,
+        "exclusive": exclusive,
+        "clock": clock,
+        "machine": machine,
+        "costs": costs,
     }
     out_dir = None if out is None else Path(out)
     resume_dir = _resume_dir(resume, out_dir)
-    plan = [(r, c) for r in range(repeats) for c in range(len(configs))]
+    plan = [(r, c) for r in range(repeats + lockstat_repeats) for c in range(len(configs))]
     topo_cache: dict[str, Topology | None] = {}
     writer = None
     if out_dir is not None:
@@ -225,8 +263,8 @@ def sweep(
         resuming = resume_dir is not None and os.path.abspath(resume_dir) == os.path.abspath(out_dir)
         writer = _resultdir.Writer(out_dir, results._TABLES, param="out", overwrite=overwrite, resuming=resuming)
     try:
-        return _sweep(scenario, grid, fixed, repeats, options, configs, plan, detail, progress, writer, resume_dir,
-                      topo_cache)  # fmt: skip
+        return _sweep(scenario, grid, fixed, repeats, lockstat_repeats, retries, options, configs, plan, detail,
+                      progress, writer, resume_dir, topo_cache)  # fmt: skip
     finally:
         if writer is not None:
             writer.close()
@@ -237,6 +275,8 @@ def _sweep(
     grid: dict[str, Any],
     fixed: dict[str, Any],
     repeats: int,
+    lockstat_repeats: int,
+    retries: int,
     options: dict[str, Any],
     configs: list[dict[str, Any]],
     plan: list[tuple[int, int]],
@@ -255,6 +295,7 @@ def _sweep(
             resume_dir, scenario, options, list(grid), (*KEY_COLUMNS, *STATUS_COLUMNS), topology_key, set_aside
         )
     state = _State(scenario, grid, fixed, repeats, options, configs, plan, detail, writer, previous, topology_key)
+    state.lockstat_repeats = lockstat_repeats
     state.reuse()
     pending = [i for i in range(len(plan)) if i not in state.rows]
     out_dir = None if writer is None else writer.directory
@@ -271,17 +312,21 @@ def _sweep(
             params = {k: _label(v) for k, v in {**config, **fixed}.items()}
             row: dict[str, Any] = {**keys, **params}
             call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+            if repeat >= repeats:  # a lock_stat run, for the counts
+                call["lockstat"] = True
             row["seed"] = _label(call["seed"])
+            row["lockstat"] = call["lockstat"]
             try:
                 call["topology"] = _topology(call["topology"], topo_cache)
                 scen_params = {k: v for k, v in {**fixed, **config}.items() if k not in RUN_OPTIONS}
-                result = run(scenario, **call, **scen_params)
+                result, attempts = _run_checked(scenario, call, scen_params, retries, state)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # an invalid configuration, out of memory, a binding failure with strict
-                row.update(status="error", error=f"{type(exc).__name__}: {exc}")
+                row.update(status="error", error=f"{type(exc).__name__}: {exc}", attempts=1)
                 state.add(run_index, row)
             else:
+                row["attempts"] = attempts
                 state.add(run_index, _ok_row(row, result), result, keys, params)
             if out_dir is not None:
                 state.save()
@@ -301,7 +346,47 @@ def _sweep(
     result = state.build(interrupted=False)
     if out_dir is not None:
         state.save(result)
+    if state.flagged:
+        warnings.warn(
+            f"{scenario}: {len(state.flagged)} of {len(state.rows)} runs are flagged as measurements "
+            f"({_count_reasons(state.flagged)}); {state.retried} were run again. alloclab.stats.compare drops the "
+            "poorly overlapped and short ones and calls no oversubscribed difference a finding.",
+            MeasurementWarning,
+            stacklevel=3,
+        )
     return result
+
+
+def _run_checked(
+    scenario: str, call: dict[str, Any], params: dict[str, Any], retries: int, state: _State
+) -> tuple[RunResult, int]:
+    """One run, tried again (up to ``retries`` times) while its workers did not run together; returns the last
+    result and the number of tries. Its measurement warnings are collected in ``state`` instead of shown."""
+    for attempt in range(1, retries + 2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", MeasurementWarning)
+            result = run(scenario, **call, **params)
+        poor = result.summary.get("overlap_poor") is True and not result.stopped
+        if poor and attempt <= retries:
+            state.retried += 1
+            continue
+        for w in caught:
+            if issubclass(w.category, MeasurementWarning):
+                state.flagged.append(str(w.message))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return result, attempt
+    raise AssertionError("unreachable")
+
+
+def _count_reasons(messages: list[str]) -> str:
+    reasons = {
+        "did not run together": "poor overlap",
+        "below min_time_s": "too short",
+        "oversubscribed": "oversubscribed",
+    }
+    counts = {name: sum(key in m for m in messages) for key, name in reasons.items()}
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n)
 
 
 # --- sweep state: rows so far, reused rows, saving ----------------------------------------------------------
@@ -338,6 +423,9 @@ class _State:
         self.reused: list[int] = []
         self.started = _utc_now()
         self._env: dict[str, Any] | None = None
+        self.lockstat_repeats = 0
+        self.retried = 0  # runs tried again because their workers did not run together
+        self.flagged: list[str] = []  # the measurement warnings of the rows kept
 
     def reuse(self) -> None:
         """Takes the saved rows of the runs it plans from the resumed directory; keeps the others aside."""
@@ -349,6 +437,8 @@ class _State:
             config = self.configs[config_index]
             params = {k: v for k, v in {**self.fixed, **config}.items() if k not in RUN_OPTIONS}
             run_options = {**self.options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+            if repeat >= self.repeats:  # a lock_stat run, for the counts
+                run_options["lockstat"] = True
             planned.append((identities.identity(params, run_options), repeat))
         reused, kept = self.previous.match(planned, self.detail)
         for run_index, saved in reused.items():
@@ -408,6 +498,9 @@ class _State:
             interrupted=interrupted,
             resumed_from=None if self.previous is None else str(self.previous.path),
             reused_runs=len(self.reused),
+            lockstat_repeats=self.lockstat_repeats,
+            retried_runs=self.retried,
+            flagged_runs=len(self.flagged),
         )
         table.attrs["alloclab"] = meta
         whole = SweepResult(
@@ -508,6 +601,8 @@ def _label(value: Any) -> Any:
     """A table-friendly form of a parameter value (Topology, dict and list values become strings)."""
     if isinstance(value, Topology):
         return value.description
+    if isinstance(value, Machine):
+        return value.name
     if isinstance(value, Mapping):
         return ",".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
@@ -557,11 +652,21 @@ def _tidy(rows: list[dict[str, Any]], grid: Mapping[str, Any], fixed: Mapping[st
     table = pd.DataFrame(rows, columns=[*front, *rest])
     table["error"] = table["error"].fillna("").astype(str)
     table["oversubscribed"] = table["oversubscribed"].astype("boolean")
-    for col in ("n_workers", "workers_bound"):
+    for col in ("n_workers", "workers_bound", "attempts"):
         table[col] = pd.to_numeric(table[col]).astype("Int64")
+    for col in rest:  # integer and boolean figures keep their kind, with NA where a run has none (error rows)
+        values = [v for v in table[col] if not _missing(v)]
+        if values and all(isinstance(v, (bool, np.bool_)) for v in values):
+            table[col] = pd.array([None if _missing(v) else bool(v) for v in table[col]], dtype="boolean")
+        elif values and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+            table[col] = pd.array([None if _missing(v) else int(v) for v in table[col]], dtype="Int64")
     if "seed" not in grid and "seed" not in fixed:
         table["seed"] = pd.to_numeric(table["seed"]).astype("Int64")
     return table
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _meta(
@@ -605,6 +710,7 @@ def _meta(
         k: v for k, v in (first_params or {}).items() if k not in grid and k not in fixed and k not in RUN_OPTIONS
     }
     topologies = [options.get("topology"), *(_as_values("topology", grid["topology"]) if "topology" in grid else [])]
+    machines = [options.get("machine"), *(_as_values("machine", grid["machine"]) if "machine" in grid else [])]
     return {
         "kind": "sweep",
         "scenario": scenario,
@@ -618,6 +724,8 @@ def _meta(
         "options": {k: _json(_label(v)) for k, v in options.items()},
         # what each topology of the sweep (the option, the values of a topology axis) is, for a later resume
         "topologies": {"host" if t is None else str(_label(t)): topology_key(t) for t in topologies},
+        # and each machine profile of a virtual-clock sweep, by the hash of its numbers
+        "machines": {str(_label(m)): _resume.machine_key_of(m) for m in machines if m is not None},
         "status_counts": {str(k): int(v) for k, v in table["status"].value_counts().items()},
         "provenance": {k: _json(v) for k, v in constant.items()},
         "provenance_varying": {k: [_json(x) for x in v] for k, v in varying.items()},
@@ -651,4 +759,4 @@ def _progress_bar(total: int, scenario: str, *, enabled: bool, initial: int = 0)
 
 
 def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import on
 
 import alloclab as al
 
@@ -50,8 +51,8 @@ def v62_bulk_frees(batch: int, high: int, order: int, count: int) -> tuple[int, 
 
 
 @pytest.mark.parametrize("check", ["in_lock", "after_unlock", "off"])
-def test_order9_two_threads_exact_counts(check: str) -> None:
-    r = al.run("pcp_refill", topology=al.Topology.synthetic(FOUR_CPUS), threads=2, order=9, count=32, check=check)
+def test_order9_two_threads_exact_counts(check: str, clock: str) -> None:
+    r = al.run("pcp_refill", **on(clock, FOUR_CPUS), threads=2, order=9, count=32, check=check)
     s = r.summary
     assert s["pcp_high"] < 512
     # Per worker: ceil(32 / 2) refills + 32 bulk returns.
@@ -60,7 +61,7 @@ def test_order9_two_threads_exact_counts(check: str) -> None:
     assert s["pages_pulled"] == 64
     assert s["pages_checked_under_lock"] == (512 * 64 if check == "in_lock" else 0)
     assert s["pages_checked_after_unlock"] == (512 * 64 if check == "after_unlock" else 0)
-    assert bool(s["zone_lock_exact"]) and bool(s["free_area_restored"])
+    assert bool(s["lock_counts_exact"])
     assert s["check"].startswith("ok:")
     assert list(r.workers["ops"]) == [32, 32]
     assert list(r.workers["refills"]) == [16, 16]
@@ -68,8 +69,8 @@ def test_order9_two_threads_exact_counts(check: str) -> None:
 
 
 @pytest.mark.parametrize("count", [1, 63, 64, 1000, 4321])
-def test_order0_counts_match_an_independent_v62_model(count: int) -> None:
-    r = al.run("pcp_refill", topology=al.Topology.synthetic("node:1 core:2 pu:1"), threads=2, order=0, count=count)
+def test_order0_counts_match_an_independent_v62_model(count: int, clock: str) -> None:
+    r = al.run("pcp_refill", **on(clock, "node:1 core:2 pu:1"), threads=2, order=0, count=count)
     s = r.summary
     threads = len(r.workers)
     refills, bulk = v62_bulk_frees(int(s["pcp_batch"]), int(s["pcp_high"]), 0, count)
@@ -79,11 +80,11 @@ def test_order0_counts_match_an_independent_v62_model(count: int) -> None:
 
 
 @pytest.mark.parametrize("order", [0, 2, 9])
-def test_v67_batch_rule_counts_are_exact(order: int) -> None:
-    r = al.run("pcp_refill", topology=al.Topology.synthetic("node:1 core:2 pu:1"), threads=2, order=order,
-               count=2000 >> order | 32, batch_rule="v6.7")  # fmt: skip
+def test_v67_batch_rule_counts_are_exact(order: int, clock: str) -> None:
+    r = al.run("pcp_refill", **on(clock, "node:1 core:2 pu:1"), threads=2, order=order, count=2000 >> order | 32,
+               batch_rule="v6.7")  # fmt: skip
     assert acquisitions(r, "zone->lock") == r.summary["zone_lock_expected"]
-    assert bool(r.summary["zone_lock_exact"])
+    assert bool(r.summary["lock_counts_exact"])
 
 
 def test_orders_off_the_pcp_take_zone_lock_per_call() -> None:
@@ -154,7 +155,7 @@ def test_study_table_puts_ours_beside_the_seed() -> None:
 
     result = study.sweep_orders({9: 8, 0: 256}, [1, 2], 1, "node:1 core:2 pu:1", progress=False)
     table = study.summarize(result.runs)
-    assert len(table) == 2 * 3 * 2 and bool(table["zone_lock_exact"].all())
+    assert len(table) == 2 * 3 * 2 and bool(table["lock_counts_exact"].all())
     row = table[(table["order"] == 9) & (table["check"] == "after_unlock") & (table["threads"] == 2)].iloc[0]
     assert row["published_ns_per_alloc"] == 3484
     assert row["published_ratio_vs_in_lock"] == pytest.approx(3484 / 6685)

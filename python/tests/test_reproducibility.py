@@ -23,8 +23,9 @@ NOT_DETERMINISTIC: dict[str, str] = {}
 
 # Per-worker columns that say where a worker ran, not what it did (the CPU actually used may change).
 WORKER_NOT_COUNTS = {"cpu_used", "bind_ok", "bind_error"}
-# Figures that are times or rates even when they happen to be whole numbers.
-TIME_LIKE = re.compile(r"(^|_)(ns|us|ms|s|elapsed|time|wait|hold|lat|per_s|p50|p99|rate|fairness)(_|$)")
+# Figures that are times or rates even when they happen to be whole numbers, and the flags of how the run was
+# measured (whether its workers overlapped, whether it was long enough), which depend on the host, not the model.
+TIME_LIKE = re.compile(r"(^|_)(ns|us|ms|s|elapsed|time|wait|hold|lat|per_s|p50|p99|rate|fairness|overlap|short)(_|$)")
 
 
 def counts(r: al.RunResult) -> dict[Any, Any]:

@@ -51,8 +51,11 @@ def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_
     ok = sweep_with_error.runs[sweep_with_error.runs["status"] == "ok"]
     assert meta["binding"]["workers"] == int(ok["threads"].sum())
     assert meta["binding"]["all_bound"] is True
-    assert meta["oversubscribed"] is (3 > host_pus)
-    assert meta["binding"]["oversubscribed_runs"] == int((ok["threads"] > host_pus).sum())
+    # Oversubscription is what happened: more workers than PUs always, fewer too when the host was busy.
+    over = ok["oversubscribed"].astype(bool)
+    assert over[ok["threads"] > host_pus].all()
+    assert meta["oversubscribed"] is bool(over.any())
+    assert meta["binding"]["oversubscribed_runs"] == int(over.sum())
     assert all("lock_zoo=" in kinds for kinds in meta["lock_kinds"])  # varies with the lock axis
     assert meta["alloclab_version"] == al.__version__
     assert meta["hostname"] == socket.gethostname()
@@ -82,7 +85,7 @@ def test_run_result_round_trip(tmp_path):
     assert meta["kind"] == "run" and meta["fixed"]["lock"] == "ticket"
     assert meta["binding"] == {"workers": 2, "workers_bound": 2, "all_bound": True}
     assert meta["started"] == r.provenance["started"]
-    assert meta["lock_kinds"].startswith("lock_zoo=ticket")
+    assert "lock_zoo=ticket" in meta["lock_kinds"].split(", ")
 
 
 def test_plain_dataframe_gets_environment_and_extra_meta(tmp_path):

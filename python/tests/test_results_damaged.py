@@ -18,6 +18,7 @@ import pytest
 
 import alloclab as al
 from alloclab.results import DamagedResult
+from alloclab.sweep import KEY_COLUMNS, STATUS_COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -304,11 +305,12 @@ def test_ok_rows_with_lost_figures_are_not_reused(tmp_path, monkeypatch):
              hold_ns=0)  # fmt: skip
     loaded = al.results.load(tmp_path)
     data = loaded.data.copy()
-    figures = [c for c in data.columns if c not in ("run", "config", "repeat", "scenario", "threads", "iterations",
-                                                    "hold_ns", "status", "error", "seed", "oversubscribed",
-                                                    "n_workers", "workers_bound")]  # fmt: skip
-    data.loc[0, figures] = float("nan")  # run 0: every figure lost
-    data.loc[3, figures[0]] = float("nan")  # run 3: one figure its other repeat (run 1) has
+    params = ("threads", "iterations", "hold_ns")
+    figures = [c for c in data.columns if c not in (*KEY_COLUMNS, *STATUS_COLUMNS, *params)]
+    for c in figures:  # run 0: every figure lost (NaN, or NA in the integer and boolean figures)
+        data[c] = data[c].astype(object)
+        data.loc[0, c] = float("nan") if pd.api.types.is_float_dtype(loaded.data[c]) else pd.NA
+    data.loc[3, "elapsed_s"] = float("nan")  # run 3: a figure its other repeat (run 1) has
     al.results.save(data, tmp_path, overwrite=True)
     ran: list[int] = []
     real = sweep_module.run

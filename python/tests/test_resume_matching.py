@@ -126,3 +126,28 @@ def test_a_topology_axis_is_matched_by_structure_too(tmp_path, runs):
                   out=out, resume=True, iterations=50, threads=2)  # fmt: skip
     assert [r["topology"].pus for r in runs] == [4]  # the changed file's machine ran; the other row was reused
     assert df.attrs["alloclab"]["reused_runs"] == 1
+
+
+def test_lock_stat_repeats_are_matched_with_lock_stat_on(tmp_path, runs):
+    """The extra lock_stat repeats of a sweep that times without lock_stat are runs with lockstat=True, as their
+    rows say: a resume finds them again."""
+    al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, iterations=50, lockstat=False,
+             lockstat_repeats=1)  # fmt: skip
+    assert [r["lockstat"] for r in runs] == [False, False, True, True]
+    runs.clear()
+    df = al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, resume=True, iterations=50,
+                  lockstat=False, lockstat_repeats=1)  # fmt: skip
+    assert runs == [] and df.attrs["alloclab"]["reused_runs"] == 4
+
+
+def test_a_machine_profile_is_matched_by_its_numbers(tmp_path, runs):
+    """A virtual-clock sweep's machine, by name or as a loaded profile, is the same machine; another one is not."""
+    al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, iterations=50, clock="virtual",
+             machine="host")  # fmt: skip
+    runs.clear()
+    df = al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, resume=True, iterations=50,
+                  clock="virtual", machine=al.machine("host"))  # fmt: skip
+    assert runs == [] and df.attrs["alloclab"]["reused_runs"] == 2
+    with pytest.raises(ValueError, match="^resume: .* was swept with machine='host'"):
+        al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, resume=True, iterations=50,
+                 clock="virtual", machine="xeon-8380-2s")  # fmt: skip

@@ -35,6 +35,7 @@ def test_medians_ratios_and_p_values():
     assert a["p_value"] == pytest.approx(mannwhitneyu(fast, base, alternative="two-sided").pvalue)
     assert a["p_value"] == pytest.approx(2 / 252)  # exact: the samples do not overlap
     assert bool(a["significant"]) and not bool(a["too_few_repeats"])
+    assert a["finding"] == "0.25x (p=0.0079)" and b["finding"] == "baseline"
 
 
 def test_too_few_repeats_are_flagged():
@@ -80,5 +81,43 @@ def test_compare_on_a_real_sweep_counts_only_ok_runs():
                   iterations=100)  # fmt: skip
     out = al.stats.compare(df, by="lock", metric="acquisitions_per_s", within="threads")
     assert out.loc[out["threads"] == 0, "n"].tolist() == [0, 0]
-    assert out.loc[out["threads"] == 2, "n"].tolist() == [2, 2]
-    assert out.loc[out["threads"] == 2, "too_few_repeats"].tolist() == [False, True]
+    # Every ok run is compared or dropped as no measurement (its workers did not run together, or it was short).
+    two = out[out["threads"] == 2]
+    assert (two["n"] + two["dropped"]).tolist() == [2, 2]
+    assert two["dropped"].tolist() == [
+        int(df[(df["threads"] == 2) & (df["lock"] == k)][["overlap_poor", "short_run"]].any(axis=1).sum())
+        for k in ("spin", "mcs")
+    ]
+    assert out["finding"].str.startswith("n.s.").sum() == 2  # the mcs rows: at most 2 runs each, never a finding
+    assert two["finding"].tolist()[0] == "baseline"
+
+
+def _flagged(**flags) -> pd.DataFrame:
+    rows = [{"variant": "before", "t": 10.0 + i, "status": "ok"} for i in range(6)]
+    rows += [{"variant": "after", "t": 1.0 + i, "status": "ok"} for i in range(6)]
+    for i, (name, value) in enumerate(flags.items()):
+        rows[6 + i][name] = value
+    return pd.DataFrame(rows)
+
+
+def test_a_finding_needs_significance_repeats_and_clean_runs():
+    clean = al.stats.compare(_flagged(), by="variant", metric="t")
+    after = clean.iloc[1]
+    assert bool(after["significant"]) and after["finding"] == f"{after['ratio']:.3g}x (p={after['p_value']:.2g})"
+    # A run whose workers did not run together is no measurement: dropped, counted, and the finding says so.
+    poor = al.stats.compare(_flagged(overlap_poor=True), by="variant", metric="t").iloc[1]
+    assert poor["n"] == 5 and poor["dropped"] == 1
+    assert poor["finding"] == "n.s. (1 run(s) dropped: workers did not run together or too short)"
+    # Too short to measure: the same.
+    assert al.stats.compare(_flagged(short_run=True), by="variant", metric="t").iloc[1]["dropped"] == 1
+    # An oversubscribed run anywhere in the comparison: never a finding, however small p is.
+    over = al.stats.compare(_flagged(oversubscribed=True), by="variant", metric="t").iloc[1]
+    assert over["p_value"] < 0.05 and not over["significant"] and over["finding"] == "n.s. (oversubscribed)"
+    # Four repeats can reach p < 0.05 (2/70) but are fewer than five: n.s., with both numbers.
+    few = _table({"A": [1.0, 2.0, 3.0, 4.0], "B": [7.0, 8.0, 9.0, 10.0]})
+    row = al.stats.compare(few, by="variant", metric="t").iloc[1]
+    assert row["p_value"] < 0.05 and row["finding"] == "n.s. (4 repeats < 5)"
+    # Not significant: the p-value is the reason.
+    same = al.stats.compare(_table({"A": [1.0, 3.0, 5.0, 7.0, 9.0], "B": [2.0, 4.0, 6.0, 8.0, 10.0]}), by="variant",
+                            metric="t").iloc[1]  # fmt: skip
+    assert same["finding"] == f"n.s. (p={same['p_value']:.2g})"

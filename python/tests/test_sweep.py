@@ -49,7 +49,8 @@ def test_repeats_are_interleaved(grid_sweep):
 def test_oversubscription_is_marked_per_row(grid_sweep):
     df = grid_sweep.runs
     host_pus = al.Topology.host().pus
-    assert (df["oversubscribed"] == (df["threads"] > host_pus)).all()
+    # More workers than host PUs is always oversubscribed; fewer may be too, when the host was busy meanwhile.
+    assert df.loc[df["threads"] > host_pus, "oversubscribed"].all()
 
 
 def test_detail_tables_are_keyed_by_run(grid_sweep):

@@ -164,8 +164,11 @@ def test_oversubscription_is_reported():
     r = al.run("lock_zoo", threads=host_pus + 1, iterations=10)
     assert r.provenance["oversubscribed"] is True
     assert r.provenance["workers"] == host_pus + 1
+    assert r.provenance["oversubscribed_why"] == f"{host_pus + 1} workers on {host_pus} host PU(s)"
+    # One worker on its own PU is oversubscribed only by what happened on the host (never by its placement).
     r = al.run("lock_zoo", threads=1, iterations=10)
-    assert r.provenance["oversubscribed"] is False
+    assert r.provenance["oversubscribed"] is bool(r.provenance["oversubscribed_why"])
+    assert "host PU(s)" not in r.provenance["oversubscribed_why"]
 
 
 @pytest.mark.parametrize("placement", ["spread", [0, 99], [0]])

@@ -5,21 +5,22 @@ import os
 import threading
 
 import pytest
+from conftest import on
 
 import alloclab as al
 
 TOPO = "node:2 core:2 pu:1"  # 4 model CPUs: vmap_nodes=0 resolves to 4 busy trees
 
 
-def _run(**params):
+def _run(clock="real", **params):
     params.setdefault("tlb_flush_ns", 0)
-    return al.run("vmalloc_stress", topology=al.Topology.synthetic(TOPO), **params)
+    return al.run("vmalloc_stress", **on(clock, TOPO), **params)
 
 
 @pytest.mark.parametrize("vmap_nodes", [1, 0])
 @pytest.mark.parametrize("busy_lock,k", [("twice", 2), ("once", 1)])
-def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k):
-    r = _run(threads=2, ops=3000, vmap_nodes=vmap_nodes, busy_lock=busy_lock, lazy_max_pages=400)
+def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k, clock):
+    r = _run(clock, threads=2, ops=3000, vmap_nodes=vmap_nodes, busy_lock=busy_lock, lazy_max_pages=400)
     s = r.summary
     cls = "vmap_area_lock" if vmap_nodes == 1 else "vn->busy.lock"
     assert s["busy_lock_class"] == cls

@@ -1,5 +1,5 @@
 // Parameter declaration and validation (see params.hpp).
-#include "alloclab/params.hpp"
+#include "alloclab/lab/params.hpp"
 
 #include <cmath>
 #include <sstream>
@@ -7,15 +7,14 @@
 
 namespace alloclab {
 
-std::string to_string(const Value& v) {
-  if (const auto* b = std::get_if<bool>(&v)) return *b ? "True" : "False";
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&v)) {
-    std::ostringstream o;
-    o << *d;
-    return o.str();
+std::string_view to_string(ParamSpec::Type t) {
+  switch (t) {
+    case ParamSpec::Type::boolean: return "bool";
+    case ParamSpec::Type::integer: return "int";
+    case ParamSpec::Type::real: return "float";
+    case ParamSpec::Type::choice: return "choice";
   }
-  return "'" + std::get<std::string>(v) + "'";
+  return "?";
 }
 
 ParamSpec ParamSpec::integer(std::string name, int64_t def, int64_t min, int64_t max, std::string doc) {

@@ -1,25 +1,21 @@
 // The lock-class catalogue and LockConfig (see lock_class.hpp).
-#include "alloclab/lock_class.hpp"
+#include "alloclab/locks/lock_class.hpp"
 
+#include <iterator>
 #include <stdexcept>
+#include <vector>
 
 namespace alloclab {
 
 namespace {
 constexpr LockKindInfo kKinds[] = {
-    {LockKind::mutex, "mutex",
-     "sleeping mutex on a futex: spins briefly, then sleeps; woken waiters race (not FIFO), like the kernel's "
-     "mutex without its handoff"},
-    {LockKind::pthread, "pthread", "glibc pthread_mutex_t (default type): futex-based, what most user-space code uses"},
-    {LockKind::spin, "spin", "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap"},
-    {LockKind::ticket, "ticket", "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line"},
-    {LockKind::mcs, "mcs",
-     "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node; the default for "
-     "kernel spinlocks"},
+#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, Type::kName, Type::kDoc, Type::kFifo},
+    ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
+#undef ALLOCLAB_KIND_INFO
 };
 
-constexpr LockClassDef kClasses[] = {
-    {"lock_zoo", LockNature::spinlock, "alloclab lock_zoo scenario: the lock(s) its workers hammer"},
+// The kernel's classes; lab code registers its own (register_lock_class).
+constexpr LockClassDef kKernelClasses[] = {
     {"zone->lock", LockNature::spinlock, "struct zone (mm/page_alloc.c): free_area lists"},
     {"pcp->lock", LockNature::spinlock, "struct per_cpu_pages (mm/page_alloc.c): per-CPU page lists, trylock"},
     {"pcpu_drain_mutex", LockNature::mutex, "mm/page_alloc.c: __drain_all_pages serialisation"},
@@ -58,18 +54,37 @@ LockKind parse_lock_kind(std::string_view name, std::string_view param) {
                               "' (allowed: " + allowed + ")");
 }
 
-std::span<const LockClassDef> lock_class_catalogue() { return kClasses; }
+static std::vector<LockClassDef>& catalogue() {
+  static std::vector<LockClassDef> all(std::begin(kKernelClasses), std::end(kKernelClasses));
+  return all;
+}
+
+std::span<const LockClassDef> lock_class_catalogue() { return catalogue(); }
 
 const LockClassDef* find_lock_class(std::string_view name) {
-  for (const auto& c : kClasses)
+  for (const auto& c : catalogue())
     if (c.name == name) return &c;
   return nullptr;
+}
+
+void register_lock_class(const LockClassDef& def) {
+  if (find_lock_class(def.name)) throw std::logic_error("lock class '" + std::string(def.name) + "' registered twice");
+  catalogue().push_back(def);
+}
+
+std::string_view to_string(LockNature n) {
+  switch (n) {
+    case LockNature::spinlock: return "spinlock";
+    case LockNature::mutex: return "mutex";
+    case LockNature::rwsem: return "rwsem";
+  }
+  return "?";
 }
 
 static const LockClassDef& require_class(std::string_view cls) {
   if (const auto* c = find_lock_class(cls)) return *c;
   std::string allowed;
-  for (const auto& c : kClasses) allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
+  for (const auto& c : catalogue()) allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
   throw std::invalid_argument("locks: unknown lock class '" + std::string(cls) + "' (known classes: " + allowed + ")");
 }
 

@@ -1,18 +1,49 @@
 // LockDomain: lock classes of a run, per-worker lock_stat slots, merge and /proc/lock_stat text (see header).
-#include "alloclab/lock_domain.hpp"
+#include "alloclab/locks/lock_domain.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 
 namespace alloclab {
 
 thread_local LockStatThread tls_lockstat;
 
-LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield)
-    : config_(config), lockstat_(lockstat), spin_yield_(spin_yield), nr_classes_(lock_class_catalogue().size()) {
+namespace {
+Value count(uint64_t v) { return int64_t(v); }
+
+constexpr Column<LockStatRow> kLockStatColumns[] = {
+    {"class", "the lock class, as lock_stat prints it", [](const LockStatRow& r) { return Value(r.cls); }},
+    {"kind", "the primitive the class used in this run", [](const LockStatRow& r) { return Value(r.kind); }},
+    {"con_bounces", "contentions on another CPU than the lock's previous acquirer",
+     [](const LockStatRow& r) { return count(r.con_bounces); }},
+    {"contentions", "acquisitions that had to wait", [](const LockStatRow& r) { return count(r.contentions); }},
+    {"waittime_min_ns", "ns, shortest wait of a contended acquisition",
+     [](const LockStatRow& r) { return Value(r.wait_min_ns); }},
+    {"waittime_max_ns", "ns, longest wait", [](const LockStatRow& r) { return Value(r.wait_max_ns); }},
+    {"waittime_total_ns", "ns, all waits", [](const LockStatRow& r) { return Value(r.wait_total_ns); }},
+    {"waittime_avg_ns", "ns, mean wait per contention", [](const LockStatRow& r) { return Value(r.wait_avg_ns); }},
+    {"acq_bounces", "acquisitions on another CPU than the previous acquirer",
+     [](const LockStatRow& r) { return count(r.acq_bounces); }},
+    {"acquisitions", "successful acquisitions (a failed trylock counts nothing)",
+     [](const LockStatRow& r) { return count(r.acquisitions); }},
+    {"holdtime_min_ns", "ns, shortest hold", [](const LockStatRow& r) { return Value(r.hold_min_ns); }},
+    {"holdtime_max_ns", "ns, longest hold", [](const LockStatRow& r) { return Value(r.hold_max_ns); }},
+    {"holdtime_total_ns", "ns, all holds", [](const LockStatRow& r) { return Value(r.hold_total_ns); }},
+    {"holdtime_avg_ns", "ns, mean hold per acquisition", [](const LockStatRow& r) { return Value(r.hold_avg_ns); }},
+};
+}  // namespace
+
+std::span<const Column<LockStatRow>> lockstat_columns() { return kLockStatColumns; }
+
+LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield, CostModel* costs)
+    : config_(config),
+      lockstat_(lockstat),
+      spin_yield_(spin_yield),
+      nr_classes_(lock_class_catalogue().size()),
+      costs_(costs) {
   for (const auto& c : lock_class_catalogue()) kinds_.push_back(config_.kind_for(c.name));
   // One spare counter block (80 bytes) between workers: two workers never write the same cache line.
   stride_ = nr_classes_ + 1;
@@ -25,11 +56,20 @@ LockClassId LockDomain::class_id(std::string_view cls) const {
   throw std::invalid_argument("lock class '" + std::string(cls) + "' is not in the lock-class catalogue");
 }
 
-void LockDomain::reset_stats(int nr_workers) { slots_.assign(size_t(nr_workers) * stride_, LockStatCounters{}); }
+double LockDomain::ns_per_tick() const { return costs_ ? 1e-3 : clock_calibration().ns_per_tick; }
+
+void LockDomain::reset_stats(int nr_workers) {
+  slots_.assign(size_t(nr_workers) * stride_, LockStatCounters{});
+  if (costs_) {
+    vthreads_.assign(size_t(nr_workers), LockStatThread{});
+    vwait_.assign(size_t(nr_workers), VWaitState{});
+  }
+}
 
 void LockDomain::attach(int worker, int cpu) {
-  tls_lockstat = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
-  if (slots_.empty()) tls_lockstat.domain = nullptr;  // no stats allocated: count nothing
+  LockStatThread& th = stat_thread();
+  th = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
+  if (slots_.empty()) th.domain = nullptr;  // no stats allocated: count nothing
 }
 
 void LockDomain::detach() { tls_lockstat = {}; }
@@ -37,7 +77,7 @@ void LockDomain::detach() { tls_lockstat = {}; }
 std::vector<LockStatRow> LockDomain::rows() const {
   std::vector<LockStatRow> out;
   const size_t workers = stride_ ? slots_.size() / stride_ : 0;
-  const double ns = clock_calibration().ns_per_tick;
+  const double ns = ns_per_tick();  // the domain's, whichever thread merges
   for (size_t cls = 0; cls < nr_classes_; ++cls) {
     LockStatCounters m;
     for (size_t w = 0; w < workers; ++w) {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 
 namespace alloclab::mm {
 
@@ -81,27 +81,6 @@ long init_cma_reserved_pageblock(Zone& zone, uint64_t pfn, uint64_t area_start, 
 }
 
 }  // namespace
-
-AllocMutex parse_alloc_mutex(const std::string& name, const std::string& param) {
-  if (name == "global") return AllocMutex::global;
-  if (name == "per_area") return AllocMutex::per_area;
-  bad_arg(param + ": unknown value '" + name + "' (allowed: 'global' (one cma_mutex, before the patch), " +
-          "'per_area' (cma->alloc_mutex, after))");
-}
-
-const char* to_string(AllocMutex m) { return m == AllocMutex::global ? "global" : "per_area"; }
-
-void CmaAllocStats::add(const CmaAllocStats& o) {
-  calls += o.calls;
-  attempts += o.attempts;
-  busy_retries += o.busy_retries;
-  failures += o.failures;
-  cma_lock += o.cma_lock;
-  mutex_wait_ticks += o.mutex_wait_ticks;
-  mutex_hold_ticks += o.mutex_hold_ticks;
-  if (o.last_error) last_error = o.last_error;
-  contig.add(o.contig);
-}
 
 uint64_t bitmap_find_next_zero_area_off(const std::vector<uint64_t>& map, uint64_t size, uint64_t start, uint64_t nr,
                                         uint64_t align_mask, uint64_t align_offset) {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/padata.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/kernel/padata.hpp"
 
 namespace alloclab::mm {
 
@@ -35,21 +35,6 @@ int hstate_next_node_to_alloc(std::atomic<int>& next_node, const nodemask_t& nod
 }
 
 }  // namespace
-
-HugetlbLockMode parse_hugetlb_lock_mode(const std::string& name, const std::string& param) {
-  if (name == "per_worker") return HugetlbLockMode::per_worker;
-  if (name == "per_folio") return HugetlbLockMode::per_folio;
-  throw std::invalid_argument(param + ": '" + name + "' is not allowed (allowed: 'per_worker', 'per_folio')");
-}
-
-NextNid parse_next_nid(const std::string& name, const std::string& param) {
-  if (name == "local") return NextNid::local;
-  if (name == "shared") return NextNid::shared;
-  throw std::invalid_argument(param + ": '" + name + "' is not allowed (allowed: 'local', 'shared')");
-}
-
-const char* to_string(HugetlbLockMode m) { return m == HugetlbLockMode::per_worker ? "per_worker" : "per_folio"; }
-const char* to_string(NextNid n) { return n == NextNid::local ? "local" : "shared"; }
 
 hstate::hstate(unsigned order_, bool gigantic_, int nr_nodes)
     : order(order_),

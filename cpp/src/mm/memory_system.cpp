@@ -3,7 +3,7 @@
 // See memory_system.hpp for what is modelled and what is not.
 #include "alloclab/mm/memory_system.hpp"
 
-#include "alloclab/host_memory.hpp"
+#include "alloclab/topology/host_memory.hpp"
 
 #include <unistd.h>
 
@@ -52,24 +52,6 @@ T* construct_at_node(NodeMemory& mem, size_t i, Args&&... args) {
 }
 
 }  // namespace
-
-CheckMode parse_check_mode(const std::string& name, const std::string& param) {
-  if (name == "in_lock") return CheckMode::in_lock;
-  if (name == "after_unlock") return CheckMode::after_unlock;
-  if (name == "off") return CheckMode::off;
-  bad_arg(param + ": unknown check placement '" + name + "' (allowed: 'in_lock', 'after_unlock', 'off')");
-}
-
-BatchRule parse_batch_rule(const std::string& name, const std::string& param) {
-  if (name == "v6.2") return BatchRule::v6_2;
-  if (name == "v6.7") return BatchRule::v6_7;
-  bad_arg(param + ": unknown batch rule '" + name + "' (allowed: 'v6.2', 'v6.7')");
-}
-
-const char* to_string(CheckMode m) {
-  return m == CheckMode::in_lock ? "in_lock" : m == CheckMode::after_unlock ? "after_unlock" : "off";
-}
-const char* to_string(BatchRule r) { return r == BatchRule::v6_7 ? "v6.7" : "v6.2"; }
 
 MemoryConfig MemoryConfig::uniform(const Machine& m, uint64_t pages) {
   MemoryConfig c;
@@ -672,25 +654,10 @@ FreeAreaState MemorySystem::free_area_state(int nid) const {
 MemoryStats MemorySystem::stats() const {
   MemoryStats s;
   for (const Node& n : nodes_) {
-    const ZoneLockStats& z = n.zone->stats;
-    s.zone.lock_acquisitions += z.lock_acquisitions;
-    s.zone.rmqueue_bulk += z.rmqueue_bulk;
-    s.zone.rmqueue_bulk_blocks += z.rmqueue_bulk_blocks;
-    s.zone.pages_checked_under_lock += z.pages_checked_under_lock;
-    s.zone.rmqueue_bulk_ticks += z.rmqueue_bulk_ticks;
-    s.zone.free_pcppages_bulk += z.free_pcppages_bulk;
-    s.zone.free_pcppages_blocks += z.free_pcppages_blocks;
-    s.zone.bulkfree_pages_checked_under_lock += z.bulkfree_pages_checked_under_lock;
-    s.zone.rmqueue_buddy += z.rmqueue_buddy;
-    s.zone.free_one_page += z.free_one_page;
-    s.zone.fallbacks += z.fallbacks;
-    s.zone.pageblocks_claimed += z.pageblocks_claimed;
-    s.zone.isolation_changes += z.isolation_changes;
+    s.zone += n.zone->stats;
     s.bad_pages += n.zone->nr_bad_pages.load();
-    for (const PerCpuPages* p : n.pcps) {
-      if (!p) continue;
-      s.pcp.add(p->stats);
-    }
+    for (const PerCpuPages* p : n.pcps)
+      if (p) s.pcp += p->stats;
   }
   for (int c = 0; c < nr_cpus_; ++c) {
     s.pgalloc += events_[size_t(c)].pgalloc.load();

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 #include "alloclab/mm/address_space.hpp"
 #include "alloclab/mm/lruvec.hpp"
 #include "alloclab/mm/memory_system.hpp"
@@ -16,21 +16,6 @@ namespace alloclab::mm {
 
 MigrateContext::MigrateContext(MemorySystem& m, NodeLruvecs& l, uint64_t copy_ns, uint64_t extra_ns)
     : ms(m), lru(l), copy_ticks(ns_to_ticks(copy_ns)), extra_ticks(ns_to_ticks(extra_ns)) {}
-
-void MigrateStats::add(const MigrateStats& o) {
-  isolate_calls += o.isolate_calls;
-  pages_isolated += o.pages_isolated;
-  lru_isolate_sections += o.lru_isolate_sections;
-  migrate_pages_calls += o.migrate_pages_calls;
-  targets_allocated += o.targets_allocated;
-  target_failures += o.target_failures;
-  mapping_locks += o.mapping_locks;
-  eagain += o.eagain;
-  pages_migrated += o.pages_migrated;
-  pages_already_freed += o.pages_already_freed;
-  lru_adds += o.lru_adds;
-  putbacks += o.putbacks;
-}
 
 namespace {
 

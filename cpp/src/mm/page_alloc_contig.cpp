@@ -9,36 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "alloclab/clock.hpp"
+#include "alloclab/base/clock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 
 namespace alloclab::mm {
-
-void ContigStats::add(const ContigStats& o) {
-  calls += o.calls;
-  ok += o.ok;
-  ebusy += o.ebusy;
-  enomem += o.enomem;
-  eintr += o.eintr;
-  isolations += o.isolations;
-  pageblocks_isolated += o.pageblocks_isolated;
-  pcps_to_drain += o.pcps_to_drain;
-  target_refills += o.target_refills;
-  test_locks += o.test_locks;
-  take_sections += o.take_sections;
-  pages_taken += o.pages_taken;
-  headtail_frees += o.headtail_frees;
-  headtail_to_pcp += o.headtail_to_pcp;
-  headtail_pcp_bulk += o.headtail_pcp_bulk;
-  headtail_trylock_fail += o.headtail_trylock_fail;
-  pageblocks_undone += o.pageblocks_undone;
-  migrate.add(o.migrate);
-  isolate_ticks += o.isolate_ticks;
-  migrate_ticks += o.migrate_ticks;
-  test_ticks += o.test_ticks;
-  take_ticks += o.take_ticks;
-  undo_ticks += o.undo_ticks;
-}
 
 namespace {
 

@@ -2,13 +2,13 @@
 // shmem_get_folio_gfp, over the page cache and the page allocator (see shmem.hpp).
 #include "alloclab/mm/shmem.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_set>
+
+#include "alloclab/locks/spin_wait.hpp"
 
 namespace alloclab::mm {
 
@@ -16,19 +16,9 @@ namespace {
 
 [[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
 
-constexpr const char* kVariantNames[] = {"lock_twice", "prealloc", "ramfs", "modern"};
-
 uint64_t div_round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
-
-ShmemVariant parse_shmem_variant(const std::string& name, const std::string& param) {
-  for (size_t i = 0; i < 4; ++i)
-    if (name == kVariantNames[i]) return ShmemVariant(i);
-  bad_arg(param + ": unknown variant '" + name + "' (allowed: 'lock_twice', 'prealloc', 'ramfs', 'modern')");
-}
-
-const char* to_string(ShmemVariant v) { return kVariantNames[size_t(v)]; }
 
 uint64_t shmem_index_pages(uint64_t n) {
   if (n <= SHMEM_NR_DIRECT) return 0;
@@ -37,30 +27,6 @@ uint64_t shmem_index_pages(uint64_t n) {
   uint64_t pages = 1 + std::min(leaves, half);  // i_indirect + single-indirect leaves
   if (leaves > half) pages += div_round_up(leaves - half, ENTRIES_PER_PAGE) + (leaves - half);
   return pages;
-}
-
-ShmemStats& ShmemStats::operator+=(const ShmemStats& o) {
-  touches += o.touches;
-  faults += o.faults;
-  new_pages += o.new_pages;
-  cache_hits += o.cache_hits;
-  eexist += o.eexist;
-  pte_raced += o.pte_raced;
-  page_lock_waits += o.page_lock_waits;
-  oom += o.oom;
-  page_allocs += o.page_allocs;
-  page_allocs_unused += o.page_allocs_unused;
-  index_allocs += o.index_allocs;
-  index_frees += o.index_frees;
-  info_lock += o.info_lock;
-  tree_lock += o.tree_lock;
-  lru_lock += o.lru_lock;
-  mmap_sem += o.mmap_sem;
-  mmap_acq_bounces += o.mmap_acq_bounces;
-  mmap_hold_min = std::min(mmap_hold_min, o.mmap_hold_min);
-  mmap_hold_max = std::max(mmap_hold_max, o.mmap_hold_max);
-  mmap_hold_total += o.mmap_hold_total;
-  return *this;
 }
 
 void ShmemCheck::fail(const std::string& e) {
@@ -143,12 +109,7 @@ void ShmemFile::lock_page(ShmemTask& t, Page& p) {
   if (trylock_page(p)) return;
   ++t.st.page_lock_waits;  // __lock_page: the kernel sleeps on the page's wait queue until unlock_page
   do {
-    while (PageLocked(p)) {
-      if (spin_yield_)
-        sched_yield();
-      else
-        cpu_relax();
-    }
+    spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
   } while (!trylock_page(p));
 }
 
@@ -234,7 +195,7 @@ uint64_t* ShmemFile::dir_map(const Page* page) const {
 Page* ShmemFile::shmem_dir_alloc(ShmemTask& t) {
   // alloc_pages((gfp & ~GFP_MOVABLE_MASK) | __GFP_ZERO, 0): swap vectors cannot move.
   Page* page = ms_.alloc_pages(t.cpu, t.nid, 0, (gfp_ & ~(__GFP_MOVABLE | __GFP_RECLAIMABLE)) | __GFP_ZERO);
-  ++t.st.index_allocs;
+  ++t.st.index_page_allocs;
   if (!page) return nullptr;
   page->private_ = 0;  // set_page_private(page, 0): swap entries in use in this index page
   if (!backing_) page->index = reinterpret_cast<uint64_t>(new uint64_t[ENTRIES_PER_PAGE]());
@@ -305,7 +266,7 @@ uint64_t* ShmemFile::shmem_swp_alloc(ShmemTask& t, uint64_t index, LockToken& to
     if (info_.next_index <= index) info_.next_index = index + 1;
   }
   if (page) {  // another task gave its page
-    ++t.st.index_frees;
+    ++t.st.index_pages_freed;
     shmem_dir_free(t.cpu, page);
   }
   if (info_.next_index <= index) info_.next_index = index + 1;
@@ -379,7 +340,7 @@ int ShmemFile::handle_mm_fault(ShmemTask& t, uint64_t idx) {
     if (mapped)
       std::atomic_ref<int32_t>(page->_mapcount).fetch_add(1, std::memory_order_relaxed);
     else
-      ++t.st.pte_raced;
+      ++t.st.pte_races;
     unlock_page(*page);
     if (!mapped) page_cache_release(ms_, t.cpu, page);
     read_byte(page);
@@ -448,7 +409,7 @@ int ShmemFile::shmem_getpage(ShmemTask& t, uint64_t idx, Page** pagep) {
       page_cache_release(ms_, t.cpu, filepage);
       filepage = nullptr;
       if (error) break;  // goto failed
-      ++t.st.eexist;
+      ++t.st.eexist_races;
       continue;  // goto repeat
     }
     info_.flags |= SHMEM_PAGEIN;
@@ -483,7 +444,7 @@ int ShmemFile::shmem_fault_modern(ShmemTask& t, uint64_t idx, Page** pagep) {
     if (!folio) return VM_FAULT_OOM;
     __set_bit(*folio, PG_swapbacked);  // __folio_set_swapbacked (add_to_page_cache_lru sets PG_locked)
     if (add_to_page_cache_lru(t, folio, idx, false) != 0) {  // shmem_add_to_page_cache: -EEXIST
-      ++t.st.eexist;
+      ++t.st.eexist_races;
       ++t.st.page_allocs_unused;
       page_cache_release(ms_, t.cpu, folio);  // folio_unlock + folio_put
       continue;                               // goto repeat
@@ -531,7 +492,7 @@ int ShmemFile::page_cache_read(ShmemTask& t, uint64_t idx) {
     SetPageUptodate(*page);
     unlock_page(*page);
   } else if (ret == -EEXIST) {
-    ++t.st.eexist;
+    ++t.st.eexist_races;
     ++t.st.page_allocs_unused;
     ret = 0;  // losing the race to add is OK
   }

@@ -1,5 +1,5 @@
 // Host memory available to this process, and the run-wide memory check (see host_memory.hpp).
-#include "alloclab/host_memory.hpp"
+#include "alloclab/topology/host_memory.hpp"
 
 #include <pthread.h>
 #include <sys/resource.h>

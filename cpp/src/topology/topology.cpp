@@ -1,5 +1,5 @@
 // Topology, Machine and NodeMemory over hwloc 2 (see topology.hpp).
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 #include <fcntl.h>
 #include <hwloc.h>
@@ -244,11 +244,10 @@ const std::vector<int>& Topology::pus_of_node(int node) const {
 }
 
 std::string Topology::tree() const {
-  const char* what = source_ == Source::host ? "host" : source_ == Source::synthetic ? "synthetic" : "xml";
-  std::string s = "Machine (" + std::string(what) + (source_ == Source::host ? "" : " \"" + description_ + "\"") +
-                  "): " + std::to_string(nr_nodes()) + (nr_nodes() == 1 ? " node, " : " nodes, ") +
-                  std::to_string(nr_cores_) + (nr_cores_ == 1 ? " core, " : " cores, ") + std::to_string(nr_pus()) +
-                  (nr_pus() == 1 ? " PU" : " PUs");
+  std::string s =
+      "Machine (" + std::string(to_string(source_)) + (source_ == Source::host ? "" : " \"" + description_ + "\"") +
+      "): " + std::to_string(nr_nodes()) + (nr_nodes() == 1 ? " node, " : " nodes, ") + std::to_string(nr_cores_) +
+      (nr_cores_ == 1 ? " core, " : " cores, ") + std::to_string(nr_pus()) + (nr_pus() == 1 ? " PU" : " PUs");
   for (int n = 0; n < nr_nodes(); ++n) {
     const auto& pus = pus_of_node_[size_t(n)];
     s += "\n  NUMANode L#" + std::to_string(n) + ": ";
@@ -378,6 +377,15 @@ NodeMemory& NodeMemory::operator=(NodeMemory&& o) noexcept {
     o.bytes_ = 0;
   }
   return *this;
+}
+
+std::string_view to_string(Topology::Source s) {
+  switch (s) {
+    case Topology::Source::host: return "host";
+    case Topology::Source::synthetic: return "synthetic";
+    case Topology::Source::xml: return "xml";
+  }
+  return "?";
 }
 
 }  // namespace alloclab

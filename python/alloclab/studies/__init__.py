@@ -20,6 +20,17 @@ Create ``python/alloclab/studies/<name>.py``. Every module of this package whose
     into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`
     helps), ``plots`` (the paths it wrote) and ``data`` (the sweep, ideally a ``SweepResult``).
 
+How a study measures (the rules every study here follows)
+---------------------------------------------------------
+* :func:`measure` runs the sweep: timed repeats *without* lock_stat (its clock reads sit inside every critical
+  section, so a variant that takes a lock less often would win by construction), then one lock_stat run per
+  configuration for the counts; :func:`timed` and :func:`counted` split the rows.
+* Comparisons go through :func:`alloclab.stats.compare`, and a table shows its ``finding`` column — the ratio
+  only when it is significant with enough repeats and clean runs, else ``n.s.`` and why — never a bare ratio.
+* :func:`lockstat_cost` measures, once per process, what lock_stat adds per acquisition; every study notes it.
+* Quick mode keeps the real-clock part to configurations that fit the host's PUs (:func:`fits_host`), and a
+  quick result that points against the seed's claim says so loudly (:func:`against_claim`).
+
 The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.csv``, ``published.csv``, the raw
 data (``data.csv`` and, for a ``SweepResult``, ``workers.csv``/``lockstat.csv``) and ``meta.json`` with the
 full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list.
@@ -36,14 +47,25 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from ..topology import Topology
+
 __all__ = [
+    "against_claim",
+    "counted",
+    "fits_host",
+    "join",
+    "lockstat_cost",
+    "measure",
+    "measurement_notes",
+    "timed",
     "Study",
     "StudyResult",
     "StudyRun",
@@ -174,7 +196,7 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     """
     base = Path(root) / name
     base.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     for i in range(1000):
         path = base / (stamp if i == 0 else f"{stamp}-{i}")
         try:
@@ -305,6 +327,123 @@ def failure_notes(*runs: pd.DataFrame) -> list[str]:
     failed = pd.concat(runs)
     failed = failed[failed["status"] != "ok"]
     return [f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}"] if len(failed) else []
+
+
+def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, **fixed: Any):
+    """A study's sweep: ``repeats`` timed runs of every configuration without lock_stat, interleaved, then one
+    lock_stat run of each for the counts (rows with ``lockstat=True``); a run whose workers did not run together
+    is tried up to twice more. Returns the ``SweepResult``.
+
+    Args:
+        scenario: the scenario.
+        grid: the sweep's grid.
+        repeats: timed repeats per configuration.
+        progress: show the progress bar.
+        **fixed: fixed parameters and run options (e.g. ``topology``).
+    """
+    from ..sweep import sweep
+
+    return sweep(scenario, grid=grid, repeats=repeats, progress=progress, detail=True, lockstat=False,
+                 lockstat_repeats=1, retries=2, **fixed)  # fmt: skip
+
+
+def join(parts: Sequence[Any]):
+    """Several ``SweepResult`` s as one: run and config numbers shifted so they stay unique, meta of the first with
+    every part's meta under ``sweeps``."""
+    from ..sweep import SweepResult
+
+    runs, workers, lockstat = [], [], []
+    offset_run = offset_config = 0
+    for part in parts:
+        for table, out in ((part.runs, runs), (part.workers, workers), (part.lockstat, lockstat)):
+            t = table.copy()
+            if "run" in t:
+                t["run"] += offset_run
+            if "config" in t:
+                t["config"] += offset_config
+            out.append(t)
+        offset_run += len(part.runs)
+        offset_config += int(part.runs["config"].max()) + 1 if len(part.runs) else 0
+    meta = dict(parts[0].meta)
+    meta["sweeps"] = [p.meta for p in parts]
+    for key in ("retried_runs", "flagged_runs"):
+        meta[key] = sum(int(p.meta.get(key, 0)) for p in parts)
+    return SweepResult(runs=pd.concat(runs, ignore_index=True), workers=pd.concat(workers, ignore_index=True),
+                       lockstat=pd.concat(lockstat, ignore_index=True), meta=meta)  # fmt: skip
+
+
+def timed(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` rows of a :func:`measure` sweep that were timed (lock_stat off): the ones to compare."""
+    return runs[(runs["status"] == "ok") & ~runs["lockstat"].astype(bool)]
+
+
+def counted(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` rows of a :func:`measure` sweep that ran with lock_stat: the ones to take counts from."""
+    return runs[(runs["status"] == "ok") & runs["lockstat"].astype(bool)]
+
+
+def fits_host(workers: int) -> bool:
+    """True when ``workers`` fit the host's PUs (a real-clock run of more is oversubscribed by construction)."""
+    return workers <= Topology.host().pus
+
+
+_lockstat_cost: str | None = None
+
+
+def lockstat_cost() -> str:
+    """One note: what lock_stat costs per acquisition on this host (measured once per process).
+
+    ``lock_zoo``, one worker, an MCS lock, 200,000 uncontended acquisitions, lock_stat on and off in 5
+    interleaved pairs: the median difference of the pairs' times per acquisition.
+    """
+    global _lockstat_cost
+    if _lockstat_cost is None:
+        from .._run import run
+
+        n, diffs = 200_000, []
+        for _ in range(5):
+            t = {on: run("lock_zoo", threads=1, iterations=n, lock="mcs", lockstat=on).summary["elapsed_s"]
+                 for on in (True, False)}  # fmt: skip
+            diffs.append((t[True] - t[False]) / n * 1e9)
+        _lockstat_cost = (
+            f"lock_stat costs {np.median(diffs):.1f} ns per acquisition on this host (median of 5 interleaved "
+            "on/off pairs, uncontended MCS); every timing here ran without it, counts come from one lock_stat run "
+            "per configuration"
+        )
+    return _lockstat_cost
+
+
+def against_claim(quick: bool, ours: float, base: float, claim: str, finding: str) -> list[str]:
+    """A note when a result points against the seed's claim that ``ours`` is below ``base``: loud, and never
+    presented as a result.
+
+    Args:
+        quick: the study ran in quick mode.
+        ours: the median the claim says is smaller (e.g. the patched variant's time).
+        base: the median it is compared with; with either NaN there is nothing to say.
+        claim: the claim, in words (e.g. "per_area is faster than global at 2 regions").
+        finding: the comparison's finding text (a ratio only when significant).
+    """
+    if not (ours >= base):  # holds, or a NaN: nothing measured to point anywhere
+        return []
+    what = "this quick run" if quick else "this run"
+    kind = "a finding" if not finding.startswith("n.s.") else "not a result"
+    return [f"!! {what} points AGAINST the seed's claim ({claim}): {finding} -- {kind}; see the flags above"]
+
+
+def measurement_notes(*results: Any) -> list[str]:
+    """Notes on the sweeps' runs: failures, retried runs, and runs still flagged as measurements."""
+    notes = failure_notes(*[r.runs for r in results])
+    retried = sum(int(r.meta.get("retried_runs", 0)) for r in results)
+    flagged = sum(int(r.meta.get("flagged_runs", 0)) for r in results)
+    total = sum(len(r.runs) for r in results)
+    if retried or flagged:
+        notes.append(
+            f"{retried} run(s) tried again because their workers did not run together; {flagged} of {total} runs "
+            "still flagged (poor overlap, too short or oversubscribed): comparisons drop the first two kinds and "
+            "call nothing oversubscribed a finding"
+        )
+    return notes
 
 
 def experiment_args(doc: str, argv: list[str] | None = None) -> argparse.Namespace:

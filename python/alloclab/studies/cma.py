@@ -23,9 +23,20 @@ from matplotlib.figure import Figure
 
 from .. import plot, stats
 from ..config import sized
-from ..sweep import SweepResult, sweep
+from ..sweep import SweepResult
 from ..topology import Topology
-from . import StudyResult, beside, failure_notes, load_average
+from . import (
+    StudyResult,
+    against_claim,
+    beside,
+    counted,
+    fits_host,
+    load_average,
+    lockstat_cost,
+    measure,
+    measurement_notes,
+    timed,
+)
 
 NAME = "cma_per_area_lock"
 TITLE = "CMA: global cma_mutex vs per-area cma->alloc_mutex, 1-4 regions (the 7/14/21 s vs 7/8/7 s table)"
@@ -61,7 +72,7 @@ def sizes(quick: bool) -> dict[str, int]:
     """Pages per region and repeats: the scenario's default (about a second per run) or a quick few thousand."""
     return {
         "pages_per_region": sized(131_072, 4_096, quick_mode=quick),
-        "repeats": sized(5, 2, quick_mode=quick),
+        "repeats": sized(5, 3, quick_mode=quick),
     }
 
 
@@ -69,43 +80,34 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     """Sweep regions x alloc_mutex, then files shared vs per_area; tabulate beside the seed and draw the plots.
 
     Args:
-        quick: 4,096 pages per region and 2 repeats (seconds) instead of 131,072 and 5.
+        quick: 4,096 pages per region and 3 repeats (seconds) instead of 131,072 and 5, and only the region counts
+            that fit the host's PUs.
         out_dir: where the PNG plots go.
         progress: show the sweeps' progress bars.
     """
     size = sizes(quick)
-    result = sweep(
-        "cma_concurrent",
-        grid={"regions": list(REGIONS), "alloc_mutex": list(VARIANTS)},
-        repeats=size["repeats"],
-        topology=TOPOLOGY,
-        progress=progress,
-        detail=True,
-        pages_per_region=size["pages_per_region"],
-    )
+    regions = [r for r in REGIONS if not quick or fits_host(r)]
+    result = measure("cma_concurrent", grid={"regions": regions, "alloc_mutex": list(VARIANTS)},
+                     repeats=size["repeats"], topology=TOPOLOGY, progress=progress,
+                     pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(result, SweepResult)
     files_regions = files_regions_for_host()
-    files = sweep(
-        "cma_concurrent",
-        grid={"files": ["shared", "per_area"]},
-        repeats=size["repeats"],
-        topology=TOPOLOGY,
-        progress=progress,
-        detail=True,
-        regions=files_regions,
-        alloc_mutex="per_area",
-        pages_per_region=size["pages_per_region"],
-    )
+    files = measure("cma_concurrent", grid={"files": ["shared", "per_area"]}, repeats=size["repeats"],
+                    topology=TOPOLOGY, progress=progress, regions=files_regions, alloc_mutex="per_area",
+                    pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(files, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, files, out_dir)
     notes = [
         f"model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
-        f"(the seed: 2,621,440); {size['repeats']} interleaved repeats; load average at the end: {load_average()}",
+        f"(the seed: 2,621,440); {size['repeats']} timed repeats, interleaved; load average at the end: "
+        f"{load_average()}",
+        lockstat_cost(),
         *reading(table),
+        *claim(table, quick),
         *files_reading(files_table(files), files_regions),
     ]
-    notes += failure_notes(result.runs, files.runs)
+    notes += measurement_notes(result, files)
     return StudyResult(
         table=table,
         plots=plots,
@@ -128,12 +130,14 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         ``regions, alloc_mutex, runs, completion_sorted_s`` (the median of each rank, ``"a / b / c"``),
-        ``fastest_s``, ``slowest_s``, ``ratio_slowest_fastest`` (medians) and its IQR, ``slowest_vs_global``
-        (median slowest / the global median at the same regions) with its U-test ``p_value`` and
-        ``too_few_repeats``, ``alloc_mutex_wait_s`` (lock_stat, median), ``lock_counts_exact`` (every repeat),
+        ``fastest_s``, ``slowest_s``, ``ratio_slowest_fastest`` (medians of the timed runs) and its IQR,
+        ``slowest_vs_global`` (the finding: median slowest / the global median at the same regions with its U-test
+        p-value, or ``n.s.`` and why), ``alloc_mutex_wait_s`` and ``lock_counts_exact`` (the lock_stat run),
         ``oversubscribed``, then the seed's figures as ``published_*`` (NaN except at 3 regions).
     """
-    ok = runs[runs["status"] == "ok"].copy()
+    ok = timed(runs).copy()
+    counts = counted(runs).groupby(["regions", "alloc_mutex"])
+    wait, exact = counts["alloc_mutex_wait_s"].median(), counts["lock_counts_exact"].all()
     rank_cols = sorted((c for c in ok.columns if c.startswith("completion_s_")), key=lambda c: int(c.rsplit("_", 1)[1]))
     rows = []
     for (regions, variant), g in ok.groupby(["regions", "alloc_mutex"], sort=True):
@@ -147,21 +151,19 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
                 "fastest_s": g["fastest_s"].median(),
                 "slowest_s": g["slowest_s"].median(),
                 "ratio_slowest_fastest": g["ratio_slowest_fastest"].median(),
-                "ratio_iqr": g["ratio_slowest_fastest"].quantile(0.75) - g["ratio_slowest_fastest"].quantile(0.25),
-                "alloc_mutex_wait_s": g["alloc_mutex_wait_s"].median(),
-                "lock_counts_exact": bool(g["lock_counts_exact"].astype(bool).all()),
+                "ratio_slowest_fastest_iqr": g["ratio_slowest_fastest"].quantile(0.75)
+                - g["ratio_slowest_fastest"].quantile(0.25),
+                "alloc_mutex_wait_s": wait.get((regions, variant), float("nan")),
+                "lock_counts_exact": bool(exact.get((regions, variant), False)),
                 "oversubscribed": bool(g["oversubscribed"].astype(bool).any()),
             }
         )
     table = pd.DataFrame(rows)
     if len(ok) and ok["alloc_mutex"].nunique() > 1:
         cmp = stats.compare(ok, by="alloc_mutex", metric="slowest_s", within="regions", baseline="global")
-        cmp = cmp.rename(columns={"ratio": "slowest_vs_global"})
-        table = table.merge(
-            cmp[["regions", "alloc_mutex", "slowest_vs_global", "p_value", "too_few_repeats"]],
-            on=["regions", "alloc_mutex"],
-            how="left",
-        )
+        cmp = cmp.rename(columns={"finding": "slowest_vs_global"})
+        table = table.merge(cmp[["regions", "alloc_mutex", "slowest_vs_global"]], on=["regions", "alloc_mutex"],
+                            how="left")  # fmt: skip
     return beside(table, PUBLISHED, on=["regions", "alloc_mutex"])
 
 
@@ -177,13 +179,14 @@ def ranked_workers(workers: pd.DataFrame) -> pd.DataFrame:
 
 
 def files_table(files: SweepResult) -> pd.DataFrame:
-    """Shared file vs one file per area (per-area mutexes): medians, and lock_stat of ``mapping->i_pages``."""
-    ok = files.runs[files.runs["status"] == "ok"]
+    """Shared file vs one file per area (per-area mutexes): medians of the timed runs, and lock_stat of
+    ``mapping->i_pages`` from the lock_stat runs."""
+    ok = timed(files.runs)
     lock = files.lockstat
     lock = lock[lock["class"] == "mapping->i_pages"] if len(lock) else lock
     rows = []
     for variant, g in ok.groupby("files", sort=False):
-        part = lock[lock["run"].isin(g["run"])] if len(lock) else lock
+        part = lock[lock["run"].isin(counted(files.runs).query("files == @variant")["run"])] if len(lock) else lock
         rows.append(
             {
                 "files": variant,
@@ -199,8 +202,21 @@ def files_table(files: SweepResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def claim(table: pd.DataFrame, quick: bool) -> list[str]:
+    """The seed's claim at each region count of 2 or more: per-area mutexes finish the slowest allocation sooner."""
+    lines = []
+    for regions, g in table[table["regions"] >= 2].groupby("regions"):
+        by = g.set_index("alloc_mutex")
+        if {"global", "per_area"} <= set(by.index):
+            lines += against_claim(quick, by.loc["per_area", "slowest_s"], by.loc["global", "slowest_s"],
+                                   f"per_area's slowest allocation ends before global's at {regions} "
+                                   "regions", str(by.loc["per_area"].get("slowest_vs_global", "n.s.")))  # fmt: skip
+    return lines
+
+
 def reading(table: pd.DataFrame) -> list[str]:
-    """One line per region count: our ratio slowest/fastest for each variant beside the seed's."""
+    """One line per region count: our median ratio slowest/fastest within a run for each variant beside the seed's,
+    and the comparison of the slowest allocations (a finding, or n.s.)."""
     lines = []
     for regions, g in table.groupby("regions"):
         parts = []
@@ -208,9 +224,10 @@ def reading(table: pd.DataFrame) -> list[str]:
             seed = row.get("published_ratio_slowest_fastest")
             seed_txt = f" (seed {seed:.2f})" if pd.notna(seed) else ""
             over = ", oversubscribed" if row["oversubscribed"] else ""
+            versus = "" if row["alloc_mutex"] == "global" else f", slowest vs global: {row['slowest_vs_global']}"
             parts.append(
-                f"{row['alloc_mutex']}: {row['completion_sorted_s']} s, slowest/fastest "
-                f"{row['ratio_slowest_fastest']:.2f}{seed_txt}{over}"
+                f"{row['alloc_mutex']}: {row['completion_sorted_s']} s, slowest/fastest within a run "
+                f"{row['ratio_slowest_fastest']:.2f}{seed_txt}{over}{versus}"
             )
         lines.append(f"{regions} region(s): " + "; ".join(parts))
     return lines
@@ -238,11 +255,11 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
     completion vs regions), ``lockstat.png`` (wait vs hold of the mutexes and the page-cache lock) and
     ``files.png`` (shared vs per-area files).
     """
-    runs, paths = result.runs, []
-    ok = runs[runs["status"] == "ok"]
+    paths: list[Path] = []
+    ok = timed(result.runs)
     fit = ok[~ok["oversubscribed"].astype(bool)]
     regions = int(fit["regions"].max()) if len(fit) else int(ok["regions"].max()) if len(ok) else 1
-    workers = ranked_workers(result.workers) if len(result.workers) else result.workers
+    workers = ranked_workers(result.workers[result.workers["run"].isin(ok["run"])])
     if len(workers):
         ax = Figure(figsize=(7, 4.2), layout="constrained").subplots()
         part = workers[workers["regions"] == regions]
@@ -271,9 +288,10 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
                           title=f"lock_stat at {regions} regions: wait vs hold (total)")  # fmt: skip
             paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
 
-    if len(files.workers):
+    files_workers = files.workers[files.workers["run"].isin(timed(files.runs)["run"])]
+    if len(files_workers):
         ax = Figure(figsize=(6.4, 4.2), layout="constrained").subplots()
-        plot.workers(ranked_workers(files.workers), y="elapsed_s", by="files", worker="rank", ax=ax,
+        plot.workers(ranked_workers(files_workers), y="elapsed_s", by="files", worker="rank", ax=ax,
                      title="per_area: one shared /dev/shm file vs one file per area")  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "files.png"))
     return paths

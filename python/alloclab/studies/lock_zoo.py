@@ -7,17 +7,16 @@ spinning kinds then back off to ``sched_yield`` (their figures measure the sched
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
-from .._catalogue import scenarios
+from .._catalogue import lock_kinds
 from ..config import sized
-from ..sweep import SweepResult, sweep
-from . import StudyResult, beside, failure_notes
+from ..sweep import SweepResult
+from . import StudyResult, beside, counted, fits_host, lockstat_cost, measure, measurement_notes, timed
 
 NAME = "lock_zoo"
 TITLE = "lock kinds x threads: acquisitions/s, fairness, wait/hold (no seed patch)"
@@ -28,86 +27,63 @@ PUBLISHED = pd.DataFrame({"lock": pd.Series(dtype=str), "threads": pd.Series(dty
                           "acquisitions_per_s": pd.Series(dtype=float)})  # fmt: skip
 
 THREADS = (1, 2, 4)
+MIN_TIME_S = 0.05
 HOLD_NS = 100
 BASELINE = "spin"
 
 
-def lock_kinds_of_scenario() -> list[str]:
-    """The lock kinds the ``lock_zoo`` scenario accepts, in the engine's order."""
-    table = scenarios()
-    allowed = table.loc[(table["scenario"] == "lock_zoo") & (table["parameter"] == "lock"), "allowed"]
-    kinds = re.findall(r"'([^']+)'", str(allowed.iloc[0])) if len(allowed) else []
-    return kinds or ["mutex", "pthread", "spin", "ticket", "mcs"]
-
-
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep every lock kind over 1, 2 and 4 threads and draw the four standard plots.
+    """Sweep every lock kind over 1, 2 and 4 threads (quick: only the counts that fit the host's PUs) and draw
+    the four standard plots.
 
     Args:
-        quick: 2,000 acquisitions per worker and 3 repeats (about a second) instead of 100,000 and 5.
+        quick: 20,000 acquisitions per worker and 3 repeats (about a second) instead of 100,000 and 5.
         out_dir: where the PNG plots go.
         progress: show the sweep's progress bar.
     """
-    kinds = lock_kinds_of_scenario()
-    iterations = sized(100_000, 2_000, quick_mode=quick)
+    kinds = lock_kinds()["kind"].tolist()
+    iterations = sized(100_000, 20_000, quick_mode=quick)
     repeats = sized(5, 3, quick_mode=quick)
-    result = sweep(
-        "lock_zoo",
-        grid={"lock": kinds, "threads": list(THREADS)},
-        repeats=repeats,
-        progress=progress,
-        detail=True,
-        iterations=iterations,
-        hold_ns=HOLD_NS,
-    )
+    threads = [t for t in THREADS if not quick or fits_host(t)]
+    # A rate: each run may grow its iterations until it lasts min_time_s (Google Benchmark's rule).
+    result = measure("lock_zoo", grid={"lock": kinds, "threads": threads}, repeats=repeats, progress=progress,
+                     iterations=iterations, hold_ns=HOLD_NS, min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs, kinds)
     plots = draw(result, out_dir)
     over = sorted(table.loc[table["oversubscribed"].fillna(False).astype(bool), "threads"].unique().tolist())
-    notes = [f"{iterations} acquisitions per worker, hold {HOLD_NS} ns, {repeats} repeats (interleaved)."]
+    notes = [f"{iterations} acquisitions per worker at first, grown until a run lasts {MIN_TIME_S} s; hold "
+             f"{HOLD_NS} ns; {repeats} timed repeats (interleaved).",
+             lockstat_cost()]  # fmt: skip
     if over:
-        notes.append(f"threads {over}: oversubscribed (more workers than host PUs): spinners yield to the scheduler")
-    notes += failure_notes(result.runs)
+        notes.append(f"threads {over}: oversubscribed (more workers than host PUs, or a busy host): no finding there")
+    notes += measurement_notes(result)
     return StudyResult(table=table, plots=plots, data=result, notes=notes)
 
 
 def summarize(runs: pd.DataFrame, kinds: list[str]) -> pd.DataFrame:
-    """One row per (lock, threads): medians, ratio to the spinlock at the same thread count, U-test p-value.
+    """One row per (lock, threads): medians of the timed runs, the comparison with the spinlock as a finding, and
+    fairness and wait/hold.
 
     Args:
-        runs: the sweep table (``lock`` x ``threads`` grid).
+        runs: the sweep table (``lock`` x ``threads`` grid) of :func:`alloclab.studies.measure`.
         kinds: the lock kinds in display order (the first is the baseline when ``spin`` is missing).
 
     Returns:
-        ``threads, lock, runs, acquisitions_per_s`` (median), its IQR, ``ratio_vs_spin``, ``p_value``,
-        ``too_few_repeats``, ``oversubscribed``, median ``fairness_max_min`` and ``wait_per_hold``, and the
-        (empty) ``published_acquisitions_per_s``.
+        ``threads, lock, runs, acquisitions_per_s`` (median of the timed runs) and its IQR, ``vs_spin`` (the
+        finding: median ratio with its U-test p-value, or ``n.s.`` and why), ``oversubscribed``, median
+        ``fairness_max_min`` (timed runs), median ``wait_per_hold`` (the lock_stat run), and the (empty)
+        ``published_acquisitions_per_s``.
     """
     baseline = BASELINE if BASELINE in kinds else kinds[0]
-    cmp = stats.compare(runs, by="lock", metric="acquisitions_per_s", within="threads", baseline=baseline)
-    ok = runs[runs["status"] == "ok"]
-    extra = (
-        ok.groupby(["lock", "threads"], sort=False)
-        .agg(
-            oversubscribed=("oversubscribed", "max"),
-            fairness_max_min=("fairness_max_min", "median"),
-            wait_per_hold=("wait_per_hold", "median"),
-        )
-        .reset_index()
-    )
-    table = cmp.rename(
-        columns={
-            "n": "runs",
-            "median": "acquisitions_per_s",
-            "iqr": "acquisitions_per_s_iqr",
-            "ratio": f"ratio_vs_{baseline}",
-        }
-    )
-    table = table[
-        ["threads", "lock", "runs", "acquisitions_per_s", "acquisitions_per_s_iqr", f"ratio_vs_{baseline}",
-         "p_value", "too_few_repeats"]
-    ]  # fmt: skip
-    table = table.merge(extra, on=["lock", "threads"], how="left")
+    cmp = stats.compare(timed(runs), by="lock", metric="acquisitions_per_s", within="threads", baseline=baseline)
+    table = cmp.rename(columns={"n": "runs", "median": "acquisitions_per_s", "iqr": "acquisitions_per_s_iqr",
+                                "finding": f"vs_{baseline}"})  # fmt: skip
+    table = table[["threads", "lock", "runs", "acquisitions_per_s", "acquisitions_per_s_iqr", f"vs_{baseline}",
+                   "oversubscribed"]]  # fmt: skip
+    fair = timed(runs).groupby(["lock", "threads"], sort=False)["fairness_max_min"].median().rename("fairness_max_min")
+    wait = counted(runs).groupby(["lock", "threads"], sort=False)["wait_per_hold"].median().rename("wait_per_hold")
+    table = table.join(fair, on=["lock", "threads"]).join(wait, on=["lock", "threads"])
     table = table.sort_values(["threads", "lock"], key=_kind_order(kinds), kind="stable").reset_index(drop=True)
     return beside(table, PUBLISHED, on=["lock", "threads"])
 
@@ -120,7 +96,7 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
         out_dir: the folder to write ``scaling.png``, ``fairness_heatmap.png``, ``workers.png`` and
             ``lockstat.png`` into.
     """
-    runs, paths = result.runs, []
+    runs, paths = timed(result.runs), []
 
     ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
     plot.scaling(runs, x="threads", y="acquisitions_per_s", hue="lock", ax=ax, logy=True)
@@ -130,9 +106,9 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
     plot.heatmap(runs, x="threads", y="lock", value="fairness_max_min", ax=ax)
     paths.append(plot.savefig(ax, out_dir / "fairness_heatmap.png"))
 
-    most = int(runs["threads"].max())
+    most = int(runs["threads"].max()) if len(runs) else 0
     ax = Figure(figsize=(7, 4.2), layout="constrained").subplots()
-    workers = result.workers[result.workers["threads"] == most] if len(result.workers) else result.workers
+    workers = result.workers[result.workers["run"].isin(runs["run"]) & (result.workers["threads"] == most)]
     if len(workers):
         title = f"completion time per worker, {most} threads"
         plot.workers(workers, y="elapsed_s", by="lock", ax=ax, annotate=False, title=title)

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/interruption_point.hpp"
 #include "alloclab/mm/page.hpp"
 

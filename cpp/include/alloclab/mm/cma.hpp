@@ -35,16 +35,17 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/base/enum_names.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
 
 namespace alloclab::mm {
 
 enum class AllocMutex : uint8_t { global, per_area };
-// "global" | "per_area"; the error names `param`, the value and the allowed names.
-AllocMutex parse_alloc_mutex(const std::string& name, const std::string& param = "alloc_mutex");
-const char* to_string(AllocMutex m);
+inline constexpr EnumNames<AllocMutex, 2> kAllocMutexNames{
+    {{{AllocMutex::global, "global"}, {AllocMutex::per_area, "per_area"}}}};
+inline std::string_view to_string(AllocMutex m) { return kAllocMutexNames(m); }
 
 // One area to declare: `pages` pages on node `nid` (a multiple of pageblock_nr_pages and of 2^order_per_bit).
 struct CmaAreaSpec {
@@ -53,17 +54,22 @@ struct CmaAreaSpec {
 };
 
 // What one or more cma_alloc calls did (one worker's, typically).
+#define ALLOCLAB_CMA_ALLOC_STATS(X)                                              \
+  X(calls, sum, "cma_alloc calls")                                               \
+  X(attempts, sum, "alloc_contig_range calls = alloc mutex acquisitions")        \
+  X(busy_retries, sum, "attempts that failed with -EBUSY (the search moved on)") \
+  X(failures, sum, "cma_alloc calls that returned nullptr")                      \
+  X(cma_lock, sum, "cma->lock acquisitions (claims + roll-backs)")               \
+  X(mutex_wait_ticks, sum, "clock ticks waiting for the alloc mutex")            \
+  X(mutex_hold_ticks, sum, "clock ticks holding it (alloc_contig_range)")
 struct CmaAllocStats {
-  uint64_t calls = 0;             // cma_alloc calls
-  uint64_t attempts = 0;          // alloc_contig_range calls = alloc mutex acquisitions
-  uint64_t busy_retries = 0;      // attempts that failed with -EBUSY (the search moved on)
-  uint64_t failures = 0;          // cma_alloc calls that returned nullptr
-  uint64_t cma_lock = 0;          // cma->lock acquisitions (claims + roll-backs)
-  uint64_t mutex_wait_ticks = 0;  // waiting for the alloc mutex
-  uint64_t mutex_hold_ticks = 0;  // holding it (alloc_contig_range)
-  int last_error = 0;             // what the last failed cma_alloc ended with: -EBUSY, -ENOMEM, -EINTR
-  ContigStats contig;             // alloc_contig_range, all attempts
-  void add(const CmaAllocStats& o);
+  ALLOCLAB_COUNTERS(CmaAllocStats, ALLOCLAB_CMA_ALLOC_STATS)
+  int last_error = 0;  // what the last failed cma_alloc ended with: -EBUSY, -ENOMEM, -EINTR
+  ContigStats contig;  // alloc_contig_range, all attempts
+  void add_extra(const CmaAllocStats& o) {
+    if (o.last_error) last_error = o.last_error;
+    contig += o.contig;
+  }
 };
 
 class CmaAreas;

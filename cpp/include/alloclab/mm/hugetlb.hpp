@@ -51,7 +51,9 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/base/counters.hpp"
+#include "alloclab/base/enum_names.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 
 namespace alloclab::mm {
@@ -105,10 +107,11 @@ enum class NextNid : uint8_t {
   local,   // hugetlb_pages_alloc_boot_node's own next_node, from first_online_node (patch 3)
   shared,  // h->next_nid_to_alloc, shared by every thread (before patch 3; a racy update)
 };
-HugetlbLockMode parse_hugetlb_lock_mode(const std::string& name, const std::string& param = "hugetlb_lock");
-NextNid parse_next_nid(const std::string& name, const std::string& param = "next_nid");
-const char* to_string(HugetlbLockMode m);
-const char* to_string(NextNid n);
+inline constexpr EnumNames<HugetlbLockMode, 2> kHugetlbLockModeNames{
+    {{{HugetlbLockMode::per_worker, "per_worker"}, {HugetlbLockMode::per_folio, "per_folio"}}}};
+inline constexpr EnumNames<NextNid, 2> kNextNidNames{{{{NextNid::local, "local"}, {NextNid::shared, "shared"}}}};
+inline std::string_view to_string(HugetlbLockMode m) { return kHugetlbLockModeNames(m); }
+inline std::string_view to_string(NextNid n) { return kNextNidNames(n); }
 
 struct hstate {
   hstate(unsigned order, bool gigantic, int nr_nodes);
@@ -130,12 +133,14 @@ struct HugetlbConfig {
 };
 
 // What one thread did (written only by that thread).
+#define ALLOCLAB_HUGETLB_THREAD_STATS(X)                                                \
+  X(folios, sum, "folios it allocated (2 MiB) or gathered (gigantic)")                  \
+  X(alloc_failed, sum, "alloc_pool_huge_folio() calls that returned NULL")              \
+  X(node_attempts, sum, "alloc_buddy_hugetlb_folio() calls")                            \
+  X(tails_written, sum, "tail struct pages hugetlb itself initialised (gigantic path)") \
+  X(lists_added, sum, "prep_and_add_*_folios() calls")
 struct HugetlbThreadStats {
-  uint64_t folios = 0;         // folios it allocated (2 MiB) or gathered (gigantic)
-  uint64_t alloc_failed = 0;   // alloc_pool_huge_folio() calls that returned NULL
-  uint64_t node_attempts = 0;  // alloc_buddy_hugetlb_folio() calls
-  uint64_t tails_written = 0;  // tail struct pages hugetlb itself initialised (gigantic path)
-  uint64_t lists_added = 0;    // prep_and_add_*_folios() calls
+  ALLOCLAB_COUNTERS(HugetlbThreadStats, ALLOCLAB_HUGETLB_THREAD_STATS)
 };
 
 // What check_pool() found.

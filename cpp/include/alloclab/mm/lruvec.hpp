@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/zone.hpp"
 

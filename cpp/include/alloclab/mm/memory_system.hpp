@@ -28,13 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/gfp.hpp"
 #include "alloclab/mm/interruption_point.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/pcp.hpp"
 #include "alloclab/mm/zone.hpp"
-#include "alloclab/topology.hpp"
+#include "alloclab/topology/topology.hpp"
 
 namespace alloclab::mm {
 
@@ -95,12 +95,8 @@ struct FreeAreaState {
   std::string to_string() const;
 };
 
-// Parse the names scenarios and Python use ("in_lock" | "after_unlock" | "off", "v6.2" | "v6.7"); the error names
-// `param`, the value and the allowed names.
-CheckMode parse_check_mode(const std::string& name, const std::string& param = "check");
-BatchRule parse_batch_rule(const std::string& name, const std::string& param = "batch_rule");
-const char* to_string(CheckMode m);
-const char* to_string(BatchRule r);
+inline std::string_view to_string(CheckMode m) { return kCheckModeNames(m); }
+inline std::string_view to_string(BatchRule r) { return kBatchRuleNames(r); }
 
 class MemorySystem {
  public:

@@ -29,6 +29,7 @@
 #include <functional>
 #include <vector>
 
+#include "alloclab/base/counters.hpp"
 #include "alloclab/mm/gfp.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/zone.hpp"
@@ -52,20 +53,21 @@ struct MigrateContext {
 };
 
 // Counts of one worker's migration work. All exact: each is incremented where the lock is taken.
+#define ALLOCLAB_MIGRATE_STATS(X)                                                                          \
+  X(isolate_calls, sum, "isolate_migratepages_range calls (batches of up to 32)")                          \
+  X(pages_isolated, sum, "pages taken off the LRU")                                                        \
+  X(lru_isolate_sections, sum, "lru_lock acquisitions by isolation")                                       \
+  X(migrate_pages_calls, sum, "migrate_pages calls")                                                       \
+  X(targets_allocated, sum, "alloc_migration_target successes")                                            \
+  X(target_failures, sum, "alloc_migration_target returned NULL (-ENOMEM)")                                \
+  X(mapping_locks, sum, "mapping->i_pages acquisitions (folio_migrate_mapping)")                           \
+  X(eagain, sum, "folio_migrate_mapping found an unexpected reference (-EAGAIN)")                          \
+  X(pages_migrated, sum, "successes: one lru_lock (new page) and one old-page free each")                  \
+  X(pages_already_freed, sum, "page_count == 1 on entry: the file dropped it meanwhile; freed, no target") \
+  X(lru_adds, sum, "lru_lock acquisitions putting new pages on the LRU")                                   \
+  X(putbacks, sum, "pages put back on the LRU after a failure (one lru_lock each)")
 struct MigrateStats {
-  uint64_t isolate_calls = 0;         // isolate_migratepages_range calls (batches of up to 32)
-  uint64_t pages_isolated = 0;        // pages taken off the LRU
-  uint64_t lru_isolate_sections = 0;  // lru_lock acquisitions by isolation
-  uint64_t migrate_pages_calls = 0;
-  uint64_t targets_allocated = 0;    // alloc_migration_target successes
-  uint64_t target_failures = 0;      // alloc_migration_target returned NULL (-ENOMEM)
-  uint64_t mapping_locks = 0;        // mapping->i_pages acquisitions (folio_migrate_mapping)
-  uint64_t eagain = 0;               // folio_migrate_mapping found an unexpected reference (-EAGAIN)
-  uint64_t pages_migrated = 0;       // successes: one lru_lock (new page) and one old-page free each
-  uint64_t pages_already_freed = 0;  // page_count == 1 on entry: the file dropped it meanwhile; freed, no target
-  uint64_t lru_adds = 0;             // lru_lock acquisitions putting new pages on the LRU
-  uint64_t putbacks = 0;             // pages put back on the LRU after a failure (one lru_lock each)
-  void add(const MigrateStats& o);
+  ALLOCLAB_COUNTERS(MigrateStats, ALLOCLAB_MIGRATE_STATS)
 };
 
 // The part of struct compact_control alloc_contig_range uses.

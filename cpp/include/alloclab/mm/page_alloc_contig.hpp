@@ -41,25 +41,33 @@
 namespace alloclab::mm {
 
 // What one or more alloc_contig_range calls did. Every count is incremented where its lock is taken.
+#define ALLOCLAB_CONTIG_STATS(X)                                                                          \
+  X(calls, sum, "alloc_contig_range calls")                                                               \
+  X(ok, sum, "calls that returned 0")                                                                     \
+  X(ebusy, sum, "calls that returned -EBUSY")                                                             \
+  X(enomem, sum, "calls that returned -ENOMEM")                                                           \
+  X(eintr, sum, "calls that returned -EINTR (the run was stopped)")                                       \
+  X(isolations, sum, "ranges isolated (one drain_all_pages, one pcpu_drain_mutex each)")                  \
+  X(pageblocks_isolated, sum, "B: pageblocks isolated, zone->lock each")                                  \
+  X(pcps_to_drain, sum, "D: pcps of the zone holding pages when isolation began (zone->lock each)")       \
+  X(target_refills, sum, "R: rmqueue_bulk calls of the caller's pcp while migrating (zone->lock each)")   \
+  X(test_locks, sum, "zone->lock in test_pages_isolated (0 or 1 per call)")                               \
+  X(take_sections, sum, "T: zone->lock sections of isolate_freepages_range")                              \
+  X(pages_taken, sum, "free pages isolate_freepages_range took")                                          \
+  X(headtail_frees, sum, "pages outside [start, end) given back, of which")                               \
+  X(headtail_to_pcp, sum, "  went onto the caller's pcp (their pageblock no longer isolated: pcp->lock)") \
+  X(headtail_pcp_bulk, sum, "  free_pcppages_bulk calls those triggered (zone->lock each)")               \
+  X(headtail_trylock_fail, sum, "  went to the buddy lists after a failed pcp trylock (zone->lock each)") \
+  X(pageblocks_undone, sum, "B: pageblocks un-isolated, zone->lock each")                                 \
+  X(isolate_ticks, sum, "clock ticks isolating (with the drain)")                                         \
+  X(migrate_ticks, sum, "clock ticks migrating")                                                          \
+  X(test_ticks, sum, "clock ticks in test_pages_isolated")                                                \
+  X(take_ticks, sum, "clock ticks in isolate_freepages_range")                                            \
+  X(undo_ticks, sum, "clock ticks un-isolating")
 struct ContigStats {
-  uint64_t calls = 0, ok = 0, ebusy = 0, enomem = 0, eintr = 0;
-  uint64_t isolations = 0;             // ranges isolated (one drain_all_pages, one pcpu_drain_mutex each)
-  uint64_t pageblocks_isolated = 0;    // B: zone->lock each
-  uint64_t pcps_to_drain = 0;          // D: pcps of the zone holding pages when isolation began (zone->lock each)
-  uint64_t target_refills = 0;         // R: rmqueue_bulk calls of the caller's pcp while migrating (zone->lock each)
-  uint64_t test_locks = 0;             // zone->lock in test_pages_isolated (0 or 1 per call)
-  uint64_t take_sections = 0;          // T: zone->lock sections of isolate_freepages_range
-  uint64_t pages_taken = 0;            // free pages isolate_freepages_range took
-  uint64_t headtail_frees = 0;         // pages outside [start, end) given back, of which
-  uint64_t headtail_to_pcp = 0;        //   went onto the caller's pcp (their pageblock no longer isolated: pcp->lock)
-  uint64_t headtail_pcp_bulk = 0;      //   free_pcppages_bulk calls those triggered (zone->lock each)
-  uint64_t headtail_trylock_fail = 0;  // went to the buddy lists after a failed pcp trylock (zone->lock each)
-  uint64_t pageblocks_undone = 0;      // B: zone->lock each
+  ALLOCLAB_COUNTERS(ContigStats, ALLOCLAB_CONTIG_STATS)
   MigrateStats migrate;
-  // Time per phase, clock ticks (isolate includes the drain).
-  uint64_t isolate_ticks = 0, migrate_ticks = 0, test_ticks = 0, take_ticks = 0, undo_ticks = 0;
-
-  void add(const ContigStats& o);
+  void add_extra(const ContigStats& o) { migrate += o.migrate; }
   // The documented formulas, from the counts above (exact when no pcp trylock failed and no migration failure
   // gave a target back to a pcp at its high mark).
   uint64_t zone_lock_expected() const {

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page.hpp"
 

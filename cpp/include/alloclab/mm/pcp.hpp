@@ -28,7 +28,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/base/counters.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/page.hpp"
 #include "alloclab/mm/zone.hpp"
 
@@ -50,30 +51,19 @@ inline unsigned pindex_to_order(int pindex) {
 }
 
 // Model counters written only with this pcp->lock held; read them when no worker runs.
+#define ALLOCLAB_PCP_STATS(X)                                                                           \
+  X(refills, sum, "rmqueue_bulk calls (each one zone->lock)")                                           \
+  X(refill_blocks, sum, "blocks the refills put on the lists")                                          \
+  X(pages_checked_under_lock, sum, "struct pages check_pcp_refill read inside zone->lock (v6.2)")       \
+  X(pages_checked_after_unlock, sum, "struct pages check_pcp_refill read after zone->lock (the patch)") \
+  X(bulk_frees, sum, "free_pcppages_bulk calls from this pcp (frees and drains)")                       \
+  X(bulk_free_blocks, sum, "blocks the bulk frees returned")                                            \
+  X(allocs, sum, "blocks handed out from the lists")                                                    \
+  X(frees, sum, "blocks freed to the lists")                                                            \
+  X(drain_locks, sum, "drain_pages_zone calls that took pcp->lock (the racy count said it had pages)")  \
+  X(drains, sum, "drains that found pages under pcp->lock (one free_pcppages_bulk, one zone->lock)")
 struct PcpStats {
-  uint64_t refills = 0;                     // rmqueue_bulk calls (each one zone->lock)
-  uint64_t refill_blocks = 0;               // blocks they put on the lists
-  uint64_t pages_checked_under_lock = 0;    // struct pages check_pcp_refill read inside zone->lock (v6.2)
-  uint64_t pages_checked_after_unlock = 0;  // struct pages check_pcp_refill read after zone->lock (the patch)
-  uint64_t bulk_frees = 0;                  // free_pcppages_bulk calls from this pcp (frees and drains)
-  uint64_t bulk_free_blocks = 0;
-  uint64_t allocs = 0;       // blocks handed out from the lists
-  uint64_t frees = 0;        // blocks freed to the lists
-  uint64_t drain_locks = 0;  // drain_pages_zone calls that took pcp->lock (the racy count said it had pages)
-  uint64_t drains = 0;       // ... and found pages under it (one free_pcppages_bulk, one zone->lock)
-
-  void add(const PcpStats& o) {
-    refills += o.refills;
-    refill_blocks += o.refill_blocks;
-    pages_checked_under_lock += o.pages_checked_under_lock;
-    pages_checked_after_unlock += o.pages_checked_after_unlock;
-    bulk_frees += o.bulk_frees;
-    bulk_free_blocks += o.bulk_free_blocks;
-    allocs += o.allocs;
-    frees += o.frees;
-    drain_locks += o.drain_locks;
-    drains += o.drains;
-  }
+  ALLOCLAB_COUNTERS(PcpStats, ALLOCLAB_PCP_STATS)
 };
 
 class alignas(64) PerCpuPages {

@@ -53,17 +53,21 @@
 #include <string>
 #include <vector>
 
-#include "alloclab/clock.hpp"
-#include "alloclab/lock.hpp"
+#include "alloclab/base/clock.hpp"
+#include "alloclab/base/counters.hpp"
+#include "alloclab/base/enum_names.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_cache.hpp"
 
 namespace alloclab::mm {
 
 enum class ShmemVariant : uint8_t { lock_twice, prealloc, ramfs, modern };
-// "lock_twice" | "prealloc" | "ramfs" | "modern"; the error names `param`, the value and the allowed names.
-ShmemVariant parse_shmem_variant(const std::string& name, const std::string& param = "variant");
-const char* to_string(ShmemVariant v);
+inline constexpr EnumNames<ShmemVariant, 4> kShmemVariantNames{{{{ShmemVariant::lock_twice, "lock_twice"},
+                                                                 {ShmemVariant::prealloc, "prealloc"},
+                                                                 {ShmemVariant::ramfs, "ramfs"},
+                                                                 {ShmemVariant::modern, "modern"}}}};
+inline std::string_view to_string(ShmemVariant v) { return kShmemVariantNames(v); }
 
 // 2.6.35 mm/shmem.c and include/linux/shmem_fs.h (64-bit).
 inline constexpr uint64_t SHMEM_NR_DIRECT = 16;
@@ -89,23 +93,36 @@ struct ShmemConfig {
 };
 
 // One task's counters (plain: only the task writes them).
+#define ALLOCLAB_SHMEM_STATS(X)                                                                      \
+  X(touches, sum, "reads of a page of the mapping (the test program's `t = *(addr + index)`)")       \
+  X(faults, sum, "touches that found no PTE: handle_mm_fault -> ->fault")                            \
+  X(new_pages, sum, "pages this task inserted into the page cache")                                  \
+  X(cache_hits, sum, "faults that found the page in the page cache before allocating one")           \
+  X(eexist_races, sum, "add_to_page_cache lost the race (-EEXIST): page freed, looked up again")     \
+  X(pte_races, sum, "another task installed the PTE meanwhile (pte_same failed): reference dropped") \
+  X(page_lock_waits, sum, "lock_page found the page locked (its first faulter still filling it)")    \
+  X(oom, sum, "VM_FAULT_OOM: the page allocator returned nothing")                                   \
+  X(page_allocs, sum, "data pages allocated")                                                        \
+  X(page_allocs_unused, sum, "of them freed without being used (EEXIST losers, unused prealloc)")    \
+  X(index_page_allocs, sum, "shmem_dir_alloc calls, each between an info->lock release and retake")  \
+  X(index_pages_freed, sum, "index pages freed at once: another task had installed that level")      \
+  X(info_lock, sum, "info->lock acquisitions")                                                       \
+  X(tree_lock, sum, "mapping->tree_lock (xa_lock) acquisitions")                                     \
+  X(lru_lock, sum, "lru_lock acquisitions (one per full pagevec)")                                   \
+  X(mmap_sem_reads, sum, "mmap_sem read acquisitions (one per fault)")
+// The read side of mmap_sem in lock_stat's columns (only with lock_stat on; clock ticks).
+#define ALLOCLAB_MMAP_SEM_STATS(X)                                          \
+  X(mmap_acq_bounces, sum, "acquisitions on another CPU than the previous") \
+  X(mmap_hold_min, min, "shortest hold")                                    \
+  X(mmap_hold_max, max, "longest hold")                                     \
+  X(mmap_hold_total, sum, "all holds")
+struct MmapSemStats {
+  ALLOCLAB_COUNTERS(MmapSemStats, ALLOCLAB_MMAP_SEM_STATS)
+};
 struct ShmemStats {
-  uint64_t touches = 0;             // reads of a page of the mapping (the test program's `t = *(addr + index)`)
-  uint64_t faults = 0;              // touches that found no PTE: handle_mm_fault -> ->fault
-  uint64_t new_pages = 0;           // pages this task inserted into the page cache
-  uint64_t cache_hits = 0;          // faults that found the page in the page cache before allocating one
-  uint64_t eexist = 0;              // add_to_page_cache lost the race (-EEXIST): page freed, looked up again
-  uint64_t pte_raced = 0;           // another task installed the PTE meanwhile (pte_same failed): reference dropped
-  uint64_t page_lock_waits = 0;     // lock_page found the page locked (its first faulter still filling it)
-  uint64_t oom = 0;                 // VM_FAULT_OOM: the page allocator returned nothing
-  uint64_t page_allocs = 0;         // data pages allocated
-  uint64_t page_allocs_unused = 0;  // of them freed without being used (EEXIST losers, unused prealloc)
-  uint64_t index_allocs = 0;        // shmem_dir_alloc calls, each between an info->lock release and retake
-  uint64_t index_frees = 0;         // index pages freed at once: another task had installed that level
-  uint64_t info_lock = 0, tree_lock = 0, lru_lock = 0, mmap_sem = 0;  // acquisitions
-  // mmap_sem read side, lock_stat columns (only with lock_stat on); clock ticks.
-  uint64_t mmap_acq_bounces = 0, mmap_hold_min = UINT64_MAX, mmap_hold_max = 0, mmap_hold_total = 0;
-  ShmemStats& operator+=(const ShmemStats& o);
+  ALLOCLAB_COUNTERS(ShmemStats, ALLOCLAB_SHMEM_STATS)
+  MmapSemStats mmap;
+  void add_extra(const ShmemStats& o) { mmap += o.mmap; }
 };
 
 // The per-CPU pieces of the fault path for one task (a pinned worker is its CPU): its pagevec and radix-tree
@@ -132,10 +149,10 @@ class alignas(64) MmapSem {
   // down_read: one atomic RMW on the shared line. Returns the hold's start (clock ticks) with lock_stat on, else 0.
   uint64_t down_read(ShmemStats& st, int cpu, bool lockstat) {
     count_.fetch_add(1, std::memory_order_acquire);
-    ++st.mmap_sem;
+    ++st.mmap_sem_reads;
     if (!lockstat) return 0;
     if (last_cpu_.load(std::memory_order_relaxed) != cpu) {  // lock_stat's lock->cpu
-      ++st.mmap_acq_bounces;
+      ++st.mmap.mmap_acq_bounces;
       last_cpu_.store(cpu, std::memory_order_relaxed);
     }
     return clock_ticks();
@@ -143,9 +160,9 @@ class alignas(64) MmapSem {
   void up_read(ShmemStats& st, uint64_t started) {
     if (started) {
       const uint64_t h = clock_ticks() - started;
-      st.mmap_hold_total += h;
-      if (h < st.mmap_hold_min) st.mmap_hold_min = h;
-      if (h > st.mmap_hold_max) st.mmap_hold_max = h;
+      st.mmap.mmap_hold_total += h;
+      if (h < st.mmap.mmap_hold_min) st.mmap.mmap_hold_min = h;
+      if (h > st.mmap.mmap_hold_max) st.mmap.mmap_hold_max = h;
     }
     count_.fetch_sub(1, std::memory_order_release);
   }

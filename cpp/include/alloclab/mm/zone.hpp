@@ -35,7 +35,9 @@
 #include <atomic>
 #include <cstdint>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/base/counters.hpp"
+#include "alloclab/base/enum_names.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/gfp.hpp"
 #include "alloclab/mm/page.hpp"
 
@@ -75,7 +77,10 @@ inline constexpr fpi_t FPI_NONE = 0, FPI_TO_TAIL = 1u << 1;
 
 // The pcp policies of one MemorySystem (read-only after construction; see pcp.hpp).
 enum class BatchRule : uint8_t { v6_2, v6_7 };
+inline constexpr EnumNames<BatchRule, 2> kBatchRuleNames{{{{BatchRule::v6_2, "v6.2"}, {BatchRule::v6_7, "v6.7"}}}};
 enum class CheckMode : uint8_t { in_lock, after_unlock, off };
+inline constexpr EnumNames<CheckMode, 3> kCheckModeNames{
+    {{{CheckMode::in_lock, "in_lock"}, {CheckMode::after_unlock, "after_unlock"}, {CheckMode::off, "off"}}}};
 
 struct free_area {
   PageList free_list[MIGRATE_TYPES];
@@ -83,20 +88,22 @@ struct free_area {
 };
 
 // Model counters written only with zone->lock held (so no atomics); read them when no worker runs.
+#define ALLOCLAB_ZONE_LOCK_STATS(X)                                                                     \
+  X(lock_acquisitions, sum, "every zone->lock the allocator took, on any thread")                       \
+  X(rmqueue_bulk, sum, "pcp refills")                                                                   \
+  X(rmqueue_bulk_blocks, sum, "blocks taken off the free lists by refills (the kernel's i)")            \
+  X(pages_checked_under_lock, sum, "struct pages check_pcp_refill read inside rmqueue_bulk's lock")     \
+  X(rmqueue_bulk_ticks, sum, "clock ticks spent in rmqueue_bulk's critical section (hold time)")        \
+  X(free_pcppages_bulk, sum, "bulk returns from pcp lists (frees, drains)")                             \
+  X(free_pcppages_blocks, sum, "blocks the bulk returns gave back")                                     \
+  X(bulkfree_pages_checked_under_lock, sum, "head pages bulkfree_pcp_prepare checked (v6.2 free side)") \
+  X(rmqueue_buddy, sum, "allocations that bypassed the pcp lists")                                      \
+  X(free_one_page, sum, "frees that bypassed them")                                                     \
+  X(fallbacks, sum, "__rmqueue_fallback steals")                                                        \
+  X(pageblocks_claimed, sum, "pageblocks whose migratetype a steal changed")                            \
+  X(isolation_changes, sum, "set/unset_migratetype_isolate")
 struct ZoneLockStats {
-  uint64_t lock_acquisitions = 0;                  // every zone->lock the allocator took, on any thread
-  uint64_t rmqueue_bulk = 0;                       // pcp refills
-  uint64_t rmqueue_bulk_blocks = 0;                // blocks taken off the free lists by refills (the kernel's i)
-  uint64_t pages_checked_under_lock = 0;           // struct pages check_pcp_refill read inside rmqueue_bulk's lock
-  uint64_t rmqueue_bulk_ticks = 0;                 // clock ticks spent in rmqueue_bulk's critical section (hold time)
-  uint64_t free_pcppages_bulk = 0;                 // bulk returns from pcp lists (frees, drains)
-  uint64_t free_pcppages_blocks = 0;               // blocks they returned
-  uint64_t bulkfree_pages_checked_under_lock = 0;  // head pages bulkfree_pcp_prepare checked (v6.2 free side)
-  uint64_t rmqueue_buddy = 0;                      // allocations that bypassed the pcp lists
-  uint64_t free_one_page = 0;                      // frees that bypassed them
-  uint64_t fallbacks = 0;                          // __rmqueue_fallback steals
-  uint64_t pageblocks_claimed = 0;                 // pageblocks whose migratetype a steal changed
-  uint64_t isolation_changes = 0;                  // set/unset_migratetype_isolate
+  ALLOCLAB_COUNTERS(ZoneLockStats, ALLOCLAB_ZONE_LOCK_STATS)
 };
 
 class PerCpuPages;

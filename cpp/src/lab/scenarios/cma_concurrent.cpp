@@ -38,8 +38,8 @@
 //                        trylock failures of target allocations; L = drains that took a pcp->lock: with
 //                        several areas in one zone a drain may find a pcp non-empty by its racy read and empty
 //                        under the lock, so L >= D)
-// Every one of these is exact, with any number of areas per node; `lock_counts_exact` says so when lock_stat was on
-// and the run was not stopped (`lock_counts_checked`).
+// Every one of these is exact, with any number of areas per node: lock_expectations() gives them to the runner,
+// which checks them against lock_stat.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -83,7 +83,7 @@ class CmaConcurrent final : public Scenario {
         shared_file_(p.s("files") == "shared"),
         alloc_pages_(uint64_t(p.i("alloc_pages"))),
         align_(uint64_t(p.i("align"))),
-        mode_(parse_alloc_mutex(p.s("alloc_mutex"))),
+        mode_(kAllocMutexNames.parse(p.s("alloc_mutex"), "alloc_mutex")),
         order_per_bit_(unsigned(p.i("order_per_bit"))),
         backing_(p.s("backing") == "real" ? Backing::real : Backing::none),
         copy_ns_(uint64_t(p.i("copy_ns"))),
@@ -217,7 +217,7 @@ class CmaConcurrent final : public Scenario {
       ctx.add_ops();
       ctx.record_alloc(ms_->page_to_pfn(page));
     }
-    const double ns = clock_calibration().ns_per_tick * 1e-9;
+    const double ns = ns_per_tick() * 1e-9;
     const ContigStats& c = st.contig;
     ctx.metric("pages", page ? double(alloc_pages_) : 0.0);
     ctx.metric("pages_migrated", double(c.migrate.pages_migrated));
@@ -235,19 +235,51 @@ class CmaConcurrent final : public Scenario {
     ctx.metric("undo_s", double(c.undo_ticks) * ns);
   }
 
-  void finish(const RunEnv& env, RunResult& r) override {
+  // The formula of the file's header, term by term, for this run's attempts, ranges and events.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    CmaAllocStats all;
+    for (const auto& st : stats_) all += st;
+    const ContigStats& c = all.contig;
     const Counters after = counters();
+    const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
+    const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
+    const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
+    const uint64_t T = c.take_sections, H = c.headtail_zone_locks();
+    const uint64_t zone = B + c.pageblocks_undone + M + c.test_locks + T + H + R + D + Y;
+    // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
+    const uint64_t pcp_takers = c.migrate.targets_allocated + c.migrate.eagain + L;
+    const uint64_t pcp_skipped = std::min(Y - c.headtail_trylock_fail, pcp_takers);
+    const uint64_t pcp = pcp_takers + c.headtail_to_pcp - pcp_skipped;
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    return {
+        {"alloc_mutex", alloc_mutex_class(), all.attempts, "one per alloc_contig_range attempt = " + n(all.attempts)},
+        {"cma_lock", "cma->lock", all.cma_lock,
+         "claims + roll-backs = attempts + failed attempts = " + n(all.cma_lock)},
+        {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations, "one per isolated range = " + n(c.isolations)},
+        {"zone_lock", "zone->lock", zone,
+         "2B + M + tests + T + H + R + D + Y = 2x" + n(B) + " + " + n(M) + " + " + n(c.test_locks) + " + " + n(T) +
+             " + " + n(H) + " + " + n(R) + " + " + n(D) + " + " + n(Y) + " = " + n(zone)},
+        {"i_pages", "mapping->i_pages", c.migrate.mapping_locks,
+         "one per folio_migrate_mapping = " + n(c.migrate.mapping_locks)},
+        {"lru_lock", "lru_lock", c.lru_lock_expected(),
+         "isolation sections + LRU adds + putbacks = " + n(c.migrate.lru_isolate_sections) + " + " +
+             n(c.migrate.lru_adds) + " + " + n(c.migrate.putbacks) + " = " + n(c.lru_lock_expected())},
+        {"pcp_lock", "pcp->lock", pcp,
+         "targets + EAGAIN + drains that locked + head/tail onto the pcp - failed trylocks = " +
+             n(c.migrate.targets_allocated) + " + " + n(c.migrate.eagain) + " + " + n(L) + " + " +
+             n(c.headtail_to_pcp) + " - " + n(pcp_skipped) + " = " + n(pcp)},
+    };
+  }
+
+  void finish(const RunEnv& env, RunResult& r) override {
     auto& s = r.summary;
     // ---- completion times ----
     std::vector<double> t;
     for (const WorkerRow& w : r.workers) t.push_back(w.elapsed_s);
     std::sort(t.begin(), t.end());
-    std::ostringstream sorted;
-    for (size_t i = 0; i < t.size(); ++i) {
-      sorted << (i ? " / " : "") << std::fixed;
-      sorted.precision(3);
-      sorted << t[i];
-    }
+    std::ostringstream sorted;  // four significant figures: 0.000707 / 0.001365, never 0.001 / 0.001
+    sorted.precision(4);
+    for (size_t i = 0; i < t.size(); ++i) sorted << (i ? " / " : "") << t[i];
     const double fastest = t.empty() ? 0 : t.front(), slowest = t.empty() ? 0 : t.back();
     double mean = 0;
     for (double x : t) mean += x / double(t.size());
@@ -260,7 +292,7 @@ class CmaConcurrent final : public Scenario {
 
     // ---- totals ----
     CmaAllocStats all;
-    for (const auto& st : stats_) all.add(st);
+    for (const auto& st : stats_) all += st;
     const ContigStats& c = all.contig;
     uint64_t failed = 0, filled = 0;
     std::string errors;
@@ -281,57 +313,12 @@ class CmaConcurrent final : public Scenario {
     s.emplace_back("failures", int64_t(failed));
     s.emplace_back("failure_reasons", errors);
     s.emplace_back("alloc_mutex_class", std::string(alloc_mutex_class()));
-    s.emplace_back("alloc_mutex_wait_s", [&] {
-      for (const auto& row : r.lockstat)
-        if (row.cls == alloc_mutex_class()) return row.wait_total_ns * 1e-9;
-      return 0.0;
-    }());
+    s.emplace_back("alloc_mutex_wait_s", r.lock_figure(alloc_mutex_class(), &LockStatRow::wait_total_ns) * 1e-9);
     s.emplace_back("node_pages", [&] {
       std::string v;
       for (uint64_t p : node_pages_) v += (v.empty() ? "" : ",") + std::to_string(p);
       return v;
     }());
-
-    // ---- the lock counts against the formula ----
-    const uint64_t B = c.pageblocks_isolated, M = c.migrate.pages_migrated + c.migrate.pages_already_freed;
-    const uint64_t R = after.refills - before_.refills, D = after.drains - before_.drains;
-    const uint64_t L = after.drain_locks - before_.drain_locks, Y = after.trylock_fail - before_.trylock_fail;
-    const uint64_t zone_expected =
-        B + c.pageblocks_undone + M + c.test_locks + c.take_sections + c.headtail_zone_locks() + R + D + Y;
-    struct Check {
-      const char* key;
-      std::string cls;
-      uint64_t expected;
-    };
-    const Check checks[] = {
-        {"alloc_mutex", alloc_mutex_class(), all.attempts},
-        {"cma_lock", "cma->lock", all.cma_lock},
-        {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations},
-        {"zone_lock", "zone->lock", zone_expected},
-        {"i_pages", "mapping->i_pages", c.migrate.mapping_locks},
-        {"lru_lock", "lru_lock", c.lru_lock_expected()},
-        // A failed pcp_spin_trylock (a drain held that pcp) takes no pcp->lock: the target came from the buddy lists.
-        {"pcp_lock", "pcp->lock",
-         c.migrate.targets_allocated + c.migrate.eagain + c.headtail_to_pcp + L -
-             std::min(Y - c.headtail_trylock_fail, c.migrate.targets_allocated + c.migrate.eagain + L)},
-    };
-    bool exact = true;
-    const bool countable = env.locks.lockstat() && !r.stopped;
-    for (const Check& k : checks) {
-      uint64_t got = 0;
-      for (const auto& row : r.lockstat)
-        if (row.cls == k.cls) got = row.acquisitions;
-      s.emplace_back(std::string(k.key) + "_acquisitions", int64_t(got));
-      s.emplace_back(std::string(k.key) + "_expected", int64_t(k.expected));
-      if (got != k.expected) exact = false;
-    }
-    std::ostringstream f;
-    f << "2B + M + tests + T + H + R + D + Y = 2x" << B << " + " << M << " + " << c.test_locks << " + "
-      << c.take_sections << " + " << c.headtail_zone_locks() << " + " << R << " + " << D << " + " << Y << " = "
-      << zone_expected;
-    s.emplace_back("zone_lock_formula", f.str());
-    s.emplace_back("lock_counts_checked", countable);
-    s.emplace_back("lock_counts_exact", countable && exact);
 
     // ---- give everything back and check it all came back ----
     bool contents_ok = true;
@@ -485,7 +472,7 @@ ScenarioDef cma_concurrent_scenario() {
                                  "pages each worker asks cma_alloc for; 0 = the whole area"),
               ParamSpec::integer("align", 1, 1, int64_t(1) << 30,
                                  "cma_alloc alignment in pages, a power of two (the debugfs interface: 1)"),
-              ParamSpec::choice("alloc_mutex", "global", {"global", "per_area"},
+              ParamSpec::choice("alloc_mutex", "global", kAllocMutexNames.list(),
                                 "the lock around alloc_contig_range: one cma_mutex for all areas (before the patch) "
                                 "or each area's cma->alloc_mutex (after)"),
               ParamSpec::integer("order_per_bit", 9, 0, 9,
@@ -499,7 +486,10 @@ ScenarioDef cma_concurrent_scenario() {
                                  "extra busy-wait per migrated page for what the model leaves out (rmap, memcg, "
                                  "page lock, LRU drains); ~2000 brings a page near the seed's 2.7 us"),
           },
-          [](const Params& p) { return std::make_unique<CmaConcurrent>(p); }};
+          [](const Params& p) { return std::make_unique<CmaConcurrent>(p); },
+          "pages_per_region",
+          int64_t(pageblock_nr_pages),
+          {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}}};
 }
 
 }  // namespace alloclab

@@ -42,9 +42,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "alloclab/kernel/padata.hpp"
 #include "alloclab/mm/hugetlb.hpp"
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/padata.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
@@ -53,7 +53,10 @@ namespace {
 
 using namespace mm;
 
+// The worker's CPU time: its thread's, or in a virtual-clock run its virtual clock (a virtual CPU is never
+// descheduled: it runs, spins or waits on a lock for as long as its clock says).
 uint64_t thread_cpu_ns() {
+  if (virtual_clock()) return clock_ns();
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
@@ -72,9 +75,6 @@ struct alignas(64) BootWorker {
   uint64_t cpu_ns = 0;
 };
 
-// The worker running on this thread: what the kernel's thread_fn finds in `current`.
-thread_local BootWorker* tls_current = nullptr;
-
 class HugetlbBoot final : public Scenario {
  public:
   explicit HugetlbBoot(const Params& p)
@@ -84,13 +84,13 @@ class HugetlbBoot final : public Scenario {
         numa_aware_(p.b("numa_aware")),
         gigantic_(p.b("gigantic")),
         lock_mode_name_(p.s("hugetlb_lock")),
-        next_nid_(parse_next_nid(p.s("next_nid"))),
+        next_nid_(kNextNidNames.parse(p.s("next_nid"), "next_nid")),
         hvo_ns_(uint64_t(p.i("hvo_ns"))),
         nodes_param_(int(p.i("nodes"))),
         node_mib_(uint64_t(p.i("node_mib"))),
         works_pool_(p.b("works_pool")) {
     lock_mode_ = lock_mode_name_ == "auto" ? (gigantic_ ? HugetlbLockMode::per_folio : HugetlbLockMode::per_worker)
-                                           : parse_hugetlb_lock_mode(lock_mode_name_);
+                                           : kHugetlbLockModeNames.parse(lock_mode_name_, "hugetlb_lock");
   }
 
   int nr_workers() const override { return placed_ ? int(slots_.size()) : 1; }
@@ -197,13 +197,13 @@ class HugetlbBoot final : public Scenario {
     if (gigantic_) {
       job_.thread_fn = [this](unsigned long start, unsigned long end, void*) {
         // gather_bootmem_prealloc_parallel()
-        BootWorker& w = *tls_current;
+        BootWorker& w = current_worker();
         for (unsigned long nid = start; nid < end; ++nid)
           hugetlb_->gather_bootmem_prealloc_node(int(nid), w.st, [&w] { return w.ctx->stopped(); });
       };
     } else {
       job_.thread_fn = [this](unsigned long start, unsigned long end, void*) {
-        BootWorker& w = *tls_current;
+        BootWorker& w = current_worker();
         hugetlb_->hugetlb_pages_alloc_boot_node(*h_, start, end, w.cpu, w.st, [&w] { return w.ctx->stopped(); });
       };
     }
@@ -214,7 +214,6 @@ class HugetlbBoot final : public Scenario {
   void work(WorkerCtx& ctx) override {
     BootWorker& w = workers_[size_t(ctx.slot.worker)];
     w.ctx = &ctx;
-    tls_current = &w;
     const auto stopped = [&ctx] { return ctx.stopped(); };
     auto timed = [&w](auto&& fn) {
       const uint64_t t0 = clock_ticks(), c0 = thread_cpu_ns();
@@ -238,7 +237,27 @@ class HugetlbBoot final : public Scenario {
       timed([&] { w.chunks = ps_->padata_mt_helper(w.work); });
     }
     ctx.add_ops(w.st.folios);
-    tls_current = nullptr;
+  }
+
+  // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
+  // calls = nr_node_ids for gigantic), or once per folio; ps.lock: each work takes it once, plus once more after
+  // each chunk.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    const uint64_t thread_fn_calls = plan_.nworks == 0 ? 0 : (parallel_ ? plan_.nr_chunks : 1);
+    const uint64_t lists = gigantic_ ? (thread_fn_calls ? uint64_t(nr_node_ids_) : 0) : thread_fn_calls;
+    const bool per_folio = lock_mode_ == HugetlbLockMode::per_folio;
+    const uint64_t hl = per_folio ? h_->nr_huge_pages : lists;
+    const std::string hl_text = per_folio
+                                    ? "one per folio = " + n(hl)
+                                    : (gigantic_ ? "one per gather_bootmem_prealloc_node call = nr_node_ids = "
+                                                 : "one per prep_and_add_allocated_folios call = thread_fn calls = ") +
+                                          n(hl);
+    const uint64_t works = uint64_t(plan_.nworks), chunks = uint64_t(plan_.nr_chunks);
+    const uint64_t pl = works >= 2 ? works + chunks : 0;
+    const std::string pl_text = works >= 2 ? "nworks + chunks = " + n(works) + " + " + n(chunks) + " = " + n(pl)
+                                           : "0: one work runs thread_fn inline, without ps.lock";
+    return {{"hugetlb_lock", "hugetlb_lock", hl, hl_text}, {"padata_lock", "padata_work_lock", pl, pl_text}};
   }
 
   void finish(const RunEnv& env, RunResult& r) override {
@@ -271,23 +290,9 @@ class HugetlbBoot final : public Scenario {
       if (gigantic_) m.emplace_back("tails_written", double(w.st.tails_written));
     }
 
-    auto lockstat = [&](const std::string& cls) -> int64_t {
-      if (!env.locks.lockstat()) return -1;
-      for (const auto& row : r.lockstat)
-        if (row.cls == cls) return int64_t(row.acquisitions);
-      return 0;
-    };
-    // hugetlb_lock: once per prep_and_add_*_folios call (thread_fn calls for 2 MiB, gather_bootmem_prealloc_node
-    // calls = nr_node_ids for gigantic), or once per folio.
+    const LockStatRow* zone_row = r.lock_row("zone->lock");
+    const int64_t zl = zone_row ? int64_t(zone_row->acquisitions) : 0;
     const uint64_t thread_fn_calls = plan_.nworks == 0 ? 0 : (parallel_ ? plan_.nr_chunks : 1);
-    const uint64_t lists = gigantic_ ? (thread_fn_calls ? uint64_t(nr_node_ids_) : 0) : thread_fn_calls;
-    const int64_t hl_expected = int64_t(lock_mode_ == HugetlbLockMode::per_folio ? allocated : lists);
-    const int64_t hl = lockstat("hugetlb_lock");
-    // ps.lock: each work takes it once, plus once more after each chunk.
-    const int64_t pl_expected = plan_.nworks >= 2 ? int64_t(plan_.nworks) + int64_t(plan_.nr_chunks) : 0;
-    const int64_t pl = lockstat("padata_work_lock");
-    const int64_t zl = lockstat("zone->lock");
-    double elapsed = r.workers.empty() ? 0.0 : r.workers[0].elapsed_s;
     const int nworks = plan_.nworks;
 
     std::string per_node, helper_nodes;
@@ -325,7 +330,6 @@ class HugetlbBoot final : public Scenario {
                                baseline_[size_t(n)].to_string());
 
     auto& s = r.summary;
-    s.emplace_back("elapsed_s", elapsed);
     s.emplace_back("allocated", int64_t(allocated));
     s.emplace_back("pool_digest", pool_digest);
     s.emplace_back("requested", int64_t(pages_));
@@ -343,21 +347,15 @@ class HugetlbBoot final : public Scenario {
     s.emplace_back("folio_order", int64_t(h.order));
     s.emplace_back("folio_kib", int64_t((PAGE_SIZE << h.order) >> 10));
     s.emplace_back("hugetlb_lock_mode", std::string(to_string(lock_mode_)));
-    s.emplace_back("hugetlb_lock_acquisitions", hl);
-    s.emplace_back("hugetlb_lock_expected", hl_expected);
-    s.emplace_back("hugetlb_lock_exact", hl < 0 || hl == hl_expected);
-    s.emplace_back("padata_lock_acquisitions", pl);
-    s.emplace_back("padata_lock_expected", pl_expected);
-    s.emplace_back("zone_lock_acquisitions", zl);
-    s.emplace_back("zone_lock_per_folio", zl >= 0 && allocated ? double(zl) / double(allocated) : 0.0);
+    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
+    s.emplace_back("zone_lock_per_folio", r.lockstat_on && allocated ? double(zl) / double(allocated) : NAN);
     s.emplace_back("node_attempts", int64_t(attempts));
     // The seed's per-folio thread time: threads x wall / folios; and what the threads really spent on the CPU.
     s.emplace_back("thread_us_per_folio",
-                   allocated ? double(std::max(nworks, 1)) * elapsed * 1e6 / double(allocated) : 0.0);
+                   allocated ? double(std::max(nworks, 1)) * r.elapsed_s * 1e6 / double(allocated) : 0.0);
     s.emplace_back("cpu_us_per_folio", allocated ? double(cpu_ns) * 1e-3 / double(allocated) : 0.0);
     s.emplace_back("busy_us_per_folio", allocated ? ticks_to_ns(busy) * 1e-3 / double(allocated) : 0.0);
     s.emplace_back("per_node_folios", per_node);
-    s.emplace_back("oversubscribed", env.oversubscribed);
     if (gigantic_) {
       s.emplace_back("bootmem_folios", int64_t(bootmem_));
       s.emplace_back("bootmem_s", bootmem_s_);
@@ -376,6 +374,9 @@ class HugetlbBoot final : public Scenario {
   }
 
  private:
+  // The worker running thread_fn: what the kernel's thread_fn finds in `current`.
+  BootWorker& current_worker() { return workers_[size_t(WorkerCtx::current()->slot.worker)]; }
+
   // Frames per model node: exactly the folios the pool will put there, plus the high watermark and pcp slack.
   std::vector<uint64_t> node_pages() const {
     const uint64_t folio_pages = uint64_t(1) << (gigantic_ ? HUGETLB_GIGANTIC_ORDER : HUGETLB_PAGE_ORDER);
@@ -467,7 +468,7 @@ ScenarioDef hugetlb_boot_scenario() {
       ParamSpec::choice("hugetlb_lock", "auto", {"auto", "per_worker", "per_folio"},
                         "hugetlb_lock once per prep_and_add list (per_worker) or once per folio (per_folio); auto: "
                         "as merged (per_worker for 2 MiB, per_folio for gigantic)"),
-      ParamSpec::choice("next_nid", "local", {"local", "shared"},
+      ParamSpec::choice("next_nid", "local", kNextNidNames.list(),
                         "alloc_pool_huge_folio's node cursor: worker-local (patch 3) or the shared "
                         "h->next_nid_to_alloc (before it)"),
       ParamSpec::boolean("gigantic", false,
@@ -485,6 +486,8 @@ ScenarioDef hugetlb_boot_scenario() {
                          "does; off by default since the seed's machines never hit it"),
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
+  d.size_param = "pages";
+  d.small = {{"pages", int64_t(64)}, {"multiplier", int64_t(1)}};
   return d;
 }
 

@@ -3,19 +3,25 @@
 // Each worker performs `iterations` acquisitions of one of `locks_n` locks (chosen with the worker's seeded
 // stream; with one lock every worker hammers the same one), holds it `hold_ns` (a calibrated busy-wait, while
 // incrementing the lock's protected counter) and thinks `think_ns` between acquisitions. Per worker: acquisitions,
-// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s,
-// fairness (Jain's index over the workers' throughputs, and max/min), wait and hold from lock_stat.
+// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s over
+// the run's one clock, fairness (Jain's index and max/min of the acquisitions each worker made while every worker
+// was running; NaN when some worker made none in that window), wait and hold from lock_stat (NaN without it).
 // Invariant: the protected counters add up to threads x iterations (mutual exclusion held), checked after every run.
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <stdexcept>
 
-#include "alloclab/lock.hpp"
+#include "alloclab/locks/lock.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
 
 namespace {
+
+// The class of the locks lock_zoo hammers: the lab's own, not a kernel one.
+const LockClassRegistrar kLockZooClass({"lock_zoo", LockNature::spinlock,
+                                        "alloclab's lock_zoo scenario: the lock(s) its workers hammer"});
 
 struct alignas(64) Protected {
   uint64_t counter = 0;  // only touched under its lock
@@ -26,8 +32,8 @@ class LockZoo final : public Scenario {
   explicit LockZoo(const Params& p)
       : threads_(int(p.i("threads"))),
         iterations_(uint64_t(p.i("iterations"))),
-        hold_ticks_(ns_to_ticks(uint64_t(p.i("hold_ns")))),
-        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        hold_ns_(uint64_t(p.i("hold_ns"))),
+        think_ns_(uint64_t(p.i("think_ns"))),
         locks_n_(size_t(p.i("locks_n"))),
         kind_(parse_lock_kind(p.s("lock"), "lock")) {}
 
@@ -35,6 +41,8 @@ class LockZoo final : public Scenario {
   void lock_defaults(LockConfig& c) const override { c.set_default("lock_zoo", kind_); }
 
   void prepare(const RunEnv& env) override {
+    hold_ticks_ = ns_to_ticks(hold_ns_);  // in the run's clock
+    think_ticks_ = ns_to_ticks(think_ns_);
     for (size_t i = 0; i < locks_n_; ++i) {
       env.interruption_point();
       locks_.emplace_back(env.locks, "lock_zoo");
@@ -59,6 +67,15 @@ class LockZoo final : public Scenario {
     }
   }
 
+  // One acquisition per operation: threads x iterations.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult& r) const override {
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    const uint64_t total = uint64_t(threads_) * iterations_;
+    return {{"lock_zoo", "lock_zoo", total,
+             "threads x iterations = " + n(uint64_t(threads_)) + " x " + n(iterations_) + " = " + n(total) + " (over " +
+                 n(r.workers.size()) + " workers)"}};
+  }
+
   void finish(const RunEnv&, RunResult& r) override {
     uint64_t total = 0, ops = 0;
     for (const auto& d : data_) total += d.counter;
@@ -66,39 +83,37 @@ class LockZoo final : public Scenario {
     if (total != ops)
       throw std::logic_error("lock_zoo: mutual exclusion violated: protected counters sum to " + std::to_string(total) +
                              " but workers made " + std::to_string(ops) + " acquisitions");
-    double wall = 0, sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
+    // Throughput over the run's one clock; fairness over the window in which every worker was running (a worker
+    // that started late or ended early does not count as "fair" or "unfair" for the time it was not there).
+    double sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
     for (const auto& w : r.workers) {
-      wall = std::max(wall, w.elapsed_s);
-      const double x = w.elapsed_s > 0 ? double(w.ops) / w.elapsed_s : 0.0;
+      const double x = double(w.ops_window);
       sum += x;
       sum_sq += x * x;
       lo = std::min(lo, x);
       hi = std::max(hi, x);
     }
     const double n = double(r.workers.size());
-    double wait = 0, hold = 0;
-    for (const auto& row : r.lockstat)
-      if (row.cls == "lock_zoo") {
-        wait = row.wait_total_ns;
-        hold = row.hold_total_ns;
-      }
+    // A worker that completed nothing while all were running was starved: max/min is infinite (not "unknown").
+    const double wait = r.lock_figure("lock_zoo", &LockStatRow::wait_total_ns);
+    const double hold = r.lock_figure("lock_zoo", &LockStatRow::hold_total_ns);
     r.summary.emplace_back("acquisitions", int64_t(ops));
-    r.summary.emplace_back("elapsed_s", wall);
-    r.summary.emplace_back("acquisitions_per_s", wall > 0 ? double(ops) / wall : 0.0);
-    r.summary.emplace_back("fairness_jain", sum_sq > 0 ? sum * sum / (n * sum_sq) : 1.0);
-    r.summary.emplace_back("fairness_max_min", lo > 0 ? hi / lo : 0.0);
+    r.summary.emplace_back("acquisitions_per_s", r.elapsed_s > 0 ? double(ops) / r.elapsed_s : NAN);
+    r.summary.emplace_back("fairness_jain", sum > 0 ? sum * sum / (n * sum_sq) : NAN);
+    r.summary.emplace_back("fairness_max_min", lo > 0 ? hi / lo : hi > 0 ? INFINITY : NAN);
     r.summary.emplace_back("wait_total_ns", wait);
     r.summary.emplace_back("hold_total_ns", hold);
-    r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : 0.0);
+    r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : NAN);
   }
 
  private:
   int threads_;
-  uint64_t iterations_, hold_ticks_, think_ticks_;
+  uint64_t iterations_, hold_ns_, think_ns_;
   size_t locks_n_;
   LockKind kind_;
   std::deque<Lock> locks_;
   std::vector<Protected> data_;
+  uint64_t hold_ticks_ = 0, think_ticks_ = 0;  // set by prepare(), in the run's clock
 };
 
 std::vector<std::string> kind_names() {
@@ -122,7 +137,10 @@ ScenarioDef lock_zoo_scenario() {
               ParamSpec::integer("locks_n", 1, 1, 65536,
                                  "independent locks; each acquisition picks one at random (seeded)"),
           },
-          [](const Params& p) { return std::make_unique<LockZoo>(p); }};
+          [](const Params& p) { return std::make_unique<LockZoo>(p); },
+          "iterations",
+          1,
+          {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}}};
 }
 
 }  // namespace alloclab

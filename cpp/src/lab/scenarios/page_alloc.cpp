@@ -27,20 +27,20 @@ namespace {
 using namespace alloclab::mm;
 
 enum class Pattern { bulk, repeat, rand };
+constexpr EnumNames<Pattern, 3> kPatternNames{
+    {{{Pattern::bulk, "bulk"}, {Pattern::repeat, "repeat"}, {Pattern::rand, "rand"}}}};
 
 class PageAlloc final : public Scenario {
  public:
   explicit PageAlloc(const Params& p)
       : threads_(int(p.i("threads"))),
-        pattern_(p.s("pattern") == "bulk"     ? Pattern::bulk
-                 : p.s("pattern") == "repeat" ? Pattern::repeat
-                                              : Pattern::rand),
+        pattern_(kPatternNames.parse(p.s("pattern"), "pattern")),
         order_(unsigned(p.i("order"))),
         share_(p.f("share")),
         iterations_(uint64_t(p.i("iterations"))),
         node_pages_(uint64_t(p.i("node_pages"))),
-        check_(parse_check_mode(p.s("check"))),
-        rule_(parse_batch_rule(p.s("batch_rule"))),
+        check_(kCheckModeNames.parse(p.s("check"), "check")),
+        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
         pcp_batch_(int(p.i("pcp_batch"))),
         node_(int(p.i("node"))),
         gfp_(p.s("gfp") == "kernel" ? GFP_KERNEL : GFP_HIGHUSER_MOVABLE) {
@@ -189,18 +189,17 @@ class PageAlloc final : public Scenario {
         if (key == "allocations") allocs += v;
       }
     const double n = double(r.workers.size());
-    uint64_t zl = 0, contentions = 0;
-    for (const auto& row : r.lockstat)
-      if (row.cls == "zone->lock") zl = row.acquisitions, contentions = row.contentions;
+    const LockStatRow* zone_row = r.lock_row("zone->lock");
+    const double zl = !r.lockstat_on ? NAN : zone_row ? double(zone_row->acquisitions) : 0.0;
     auto& s = r.summary;
     s.emplace_back("alloc_ns", alloc_ns / n);
     s.emplace_back("free_ns", free_ns / n);
     s.emplace_back("allocations", int64_t(allocs));
     s.emplace_back("alloc_failed", int64_t(failed));
     s.emplace_back("blocks_per_worker", int64_t(blocks_.empty() ? 0 : blocks_[0]));
-    s.emplace_back("zone_lock_acquisitions", int64_t(zl));
-    s.emplace_back("zone_lock_per_1k_allocs", allocs > 0 ? 1000.0 * double(zl) / allocs : 0.0);
-    s.emplace_back("zone_lock_contentions", int64_t(contentions));
+    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
+    s.emplace_back("zone_lock_per_1k_allocs", allocs > 0 ? 1000.0 * zl / allocs : NAN);
+    s.emplace_back("zone_lock_contentions", r.lock_count("zone->lock", &LockStatRow::contentions));
     s.emplace_back("pcp_hit_share", st.pcp.allocs + st.zone.rmqueue_buddy
                                         ? double(st.pcp.allocs) / double(st.pcp.allocs + st.zone.rmqueue_buddy)
                                         : 0.0);
@@ -260,7 +259,7 @@ ScenarioDef page_alloc_scenario() {
       "(allocate and free one block), rand (free random blocks and replace them), for any order",
       {
           threads_param(2),
-          ParamSpec::choice("pattern", "bulk", {"bulk", "repeat", "rand"},
+          ParamSpec::choice("pattern", "bulk", kPatternNames.list(),
                             "bulk: allocate a share then free it; repeat: alloc+free one block; rand: random "
                             "free and replace"),
           ParamSpec::integer("order", 0, 0, MAX_PAGE_ORDER, "block order (0 = 4 KiB, 9 = 2 MiB)"),
@@ -269,14 +268,17 @@ ScenarioDef page_alloc_scenario() {
           ParamSpec::integer("iterations", 100000, 1, int64_t(1) << 34, "repeat and rand: alloc/free pairs per worker"),
           ParamSpec::integer("node_pages", 1 << 18, 512, int64_t(kNoPage) - int64_t(pageblock_nr_pages),
                              "4 KiB frames per model node (multiple of 512; default 1 GiB)"),
-          ParamSpec::choice("check", "in_lock", {"in_lock", "after_unlock", "off"},
+          ParamSpec::choice("check", "in_lock", kCheckModeNames.list(),
                             "check_pcp_refill: in_lock = v6.2, after_unlock = the pcp-refill patch, off = v6.4+"),
-          ParamSpec::choice("batch_rule", "v6.2", {"v6.2", "v6.7"}, "pcp batch and high rules"),
+          ParamSpec::choice("batch_rule", "v6.2", kBatchRuleNames.list(), "pcp batch and high rules"),
           ParamSpec::integer("pcp_batch", 0, 0, 65536, "pcp->batch; 0 = zone_batchsize()"),
           ParamSpec::integer("node", -1, -1, MAX_NUMNODES - 1, "node allocated from; -1 = the worker's own node"),
           ParamSpec::choice("gfp", "movable", {"movable", "kernel"}, "GFP_HIGHUSER_MOVABLE or GFP_KERNEL"),
       },
-      [](const Params& p) { return std::make_unique<PageAlloc>(p); }};
+      [](const Params& p) { return std::make_unique<PageAlloc>(p); },
+      "iterations",
+      1,
+      {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"node_pages", int64_t(8192)}}};
 }
 
 }  // namespace alloclab

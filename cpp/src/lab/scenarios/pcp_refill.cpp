@@ -25,9 +25,9 @@
 //   zone->lock acquisitions = threads x 2 x count                                (orders 4-8 and 10: rmqueue_buddy
 //                                                                                 and free_one_page, one each)
 //   pcp->lock acquisitions  = threads x 2 x count on the pcp orders, 0 otherwise.
-// finish() computes R and F by walking the batch rules for one pcp (pcp_expect_alloc_then_free), reports the formula
-// with its numbers (`zone_lock_formula`), and raises if lock_stat disagrees. The final drain and check() run on the
-// controlling thread, which lock_stat does not count.
+// lock_expectations() computes R and F by walking the batch rules for one pcp (pcp_expect_alloc_then_free) and gives
+// the formula with its numbers (`zone_lock_formula`); the runner raises if lock_stat disagrees. The final drain and
+// check() run on the controlling thread, which lock_stat does not count.
 #include <algorithm>
 #include <stdexcept>
 
@@ -46,8 +46,8 @@ class PcpRefill final : public Scenario {
       : threads_(int(p.i("threads"))),
         order_(unsigned(p.i("order"))),
         count_(uint64_t(p.i("count"))),
-        check_(parse_check_mode(p.s("check"))),
-        rule_(parse_batch_rule(p.s("batch_rule"))),
+        check_(kCheckModeNames.parse(p.s("check"), "check")),
+        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
         node_pages_(uint64_t(p.i("node_pages"))),
         pcp_batch_(int(p.i("pcp_batch"))),
         nid_(int(p.i("node"))),
@@ -162,43 +162,13 @@ class PcpRefill final : public Scenario {
                                initial_.to_string() + "after\n" + after.to_string());
     }
 
-    // The formula.
-    const bool on_pcp = pcp_allowed_order(order_);
-    const PerCpuPages& p0 = ms_->pcp(cpus_[0], nid_);
-    const PcpExpect e =
-        pcp_expect_alloc_then_free(p0.batch, p0.high_min, p0.high_max, rule_ == BatchRule::v6_7, order_, count_);
-    const uint64_t T = uint64_t(threads_);
-    const uint64_t per_worker = on_pcp ? e.refills + e.bulk_frees : 2 * count_;
-    const uint64_t expected = T * per_worker;
-    const uint64_t pcp_expected = on_pcp ? T * 2 * count_ : 0;
-    std::string formula = on_pcp ? "threads x (refills + bulk_frees) = " + std::to_string(T) + " x (" +
-                                       std::to_string(e.refills) + " + " + std::to_string(e.bulk_frees) +
-                                       ") = " + std::to_string(expected)
-                                 : "threads x 2 x count = " + std::to_string(T) + " x 2 x " + std::to_string(count_) +
-                                       " = " + std::to_string(expected);
-    uint64_t zl = 0, pl = 0;
-    double hold_avg = 0, wait_avg = 0;
-    uint64_t contentions = 0;
-    bool have_stat = false;
-    for (const auto& row : r.lockstat) {
-      if (row.cls == "zone->lock") {
-        zl = row.acquisitions;
-        hold_avg = row.hold_avg_ns;
-        wait_avg = row.wait_avg_ns;
-        contentions = row.contentions;
-        have_stat = true;
-      }
-      if (row.cls == "pcp->lock") pl = row.acquisitions;
-    }
-    const bool applies = !r.stopped && failed == 0 && allocations == T * count_;
-    const bool lockstat_on = env_lockstat(r);
-    if (applies && st.zone.lock_acquisitions != expected)
+    // The model's own count of zone->lock against the formula (lock_stat's is the runner's check).
+    const Formula f = formula();
+    if (!r.stopped && failed == 0 && allocations == uint64_t(threads_) * count_ &&
+        st.zone.lock_acquisitions != f.zone_lock)
       throw std::logic_error("pcp_refill: the model took zone->lock " + std::to_string(st.zone.lock_acquisitions) +
-                             " times, the formula says " + formula);
-    if (applies && lockstat_on && (zl != expected || pl != pcp_expected))
-      throw std::logic_error("pcp_refill: lock_stat counted zone->lock " + std::to_string(zl) + " and pcp->lock " +
-                             std::to_string(pl) + " times; expected " + formula + " and " +
-                             std::to_string(pcp_expected));
+                             " times, the formula says " + f.text);
+    const PerCpuPages& p0 = ms_->pcp(cpus_[0], nid_);
 
     auto& s = r.summary;
     s.emplace_back("ns_per_alloc", allocations ? ns_sum / double(r.workers.size()) : 0.0);
@@ -215,22 +185,24 @@ class PcpRefill final : public Scenario {
     s.emplace_back("pages_checked_after_unlock", int64_t(st.pcp.pages_checked_after_unlock));
     s.emplace_back("refill_hold_ns",
                    st.zone.rmqueue_bulk ? ticks_to_ns(st.zone.rmqueue_bulk_ticks) / double(st.zone.rmqueue_bulk) : 0.0);
-    s.emplace_back("zone_lock_acquisitions", have_stat ? int64_t(zl) : int64_t(-1));
-    s.emplace_back("zone_lock_expected", int64_t(expected));
-    s.emplace_back("zone_lock_formula", formula);
-    s.emplace_back("zone_lock_exact", applies && (!lockstat_on || zl == expected));
-    s.emplace_back("zone_lock_contentions", int64_t(contentions));
-    s.emplace_back("zone_lock_wait_avg_ns", wait_avg);
-    s.emplace_back("zone_lock_hold_avg_ns", hold_avg);
-    s.emplace_back("pcp_lock_acquisitions", int64_t(pl));
-    s.emplace_back("pcp_lock_expected", int64_t(pcp_expected));
+    s.emplace_back("zone_lock_contentions", r.lock_count("zone->lock", &LockStatRow::contentions));
+    s.emplace_back("zone_lock_wait_avg_ns", r.lock_figure("zone->lock", &LockStatRow::wait_avg_ns));
+    s.emplace_back("zone_lock_hold_avg_ns", r.lock_figure("zone->lock", &LockStatRow::hold_avg_ns));
     s.emplace_back("pcp_batch", int64_t(p0.batch));
     s.emplace_back("pcp_high", int64_t(p0.high_min));
     s.emplace_back("node_pages", int64_t(node_pages_used_));
-    s.emplace_back("free_area_restored", true);  // per order (else finish() raised)
     s.emplace_back("free_area_same_migratetypes", same_types);
     s.emplace_back("check", rep.summary());
     ms_.reset();
+  }
+
+  // Exact when every worker allocated its count (see the file's header).
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult& r) const override {
+    uint64_t allocations = 0;
+    for (const WorkerRow& w : r.workers) allocations += w.ops;
+    if (allocations != uint64_t(threads_) * count_) return {};  // an allocation failed: no formula
+    const Formula f = formula();
+    return {{"zone_lock", "zone->lock", f.zone_lock, f.text}, {"pcp_lock", "pcp->lock", f.pcp_lock, f.pcp_text}};
   }
 
  private:
@@ -279,9 +251,27 @@ class PcpRefill final : public Scenario {
     return cfg_for(pages);
   }
 
-  static bool env_lockstat(const RunResult& r) {
-    // The runner adds provenance after finish(); lock_stat rows exist only when it was on.
-    return !r.lockstat.empty();
+  // The lock counts of a run in which every worker allocated `count` blocks and freed them.
+  struct Formula {
+    uint64_t zone_lock, pcp_lock;
+    std::string text, pcp_text;
+  };
+  Formula formula() const {
+    const bool on_pcp = pcp_allowed_order(order_);
+    const PerCpuPages& p0 = ms_->pcp(cpus_[0], nid_);
+    const PcpExpect e =
+        pcp_expect_alloc_then_free(p0.batch, p0.high_min, p0.high_max, rule_ == BatchRule::v6_7, order_, count_);
+    const uint64_t T = uint64_t(threads_);
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    Formula f;
+    f.zone_lock = T * (on_pcp ? e.refills + e.bulk_frees : 2 * count_);
+    f.text = on_pcp ? "threads x (refills + bulk_frees) = " + n(T) + " x (" + n(e.refills) + " + " + n(e.bulk_frees) +
+                          ") = " + n(f.zone_lock)
+                    : "threads x 2 x count = " + n(T) + " x 2 x " + n(count_) + " = " + n(f.zone_lock);
+    f.pcp_lock = on_pcp ? T * 2 * count_ : 0;
+    f.pcp_text = on_pcp ? "threads x 2 x count = " + n(T) + " x 2 x " + n(count_) + " = " + n(f.pcp_lock)
+                        : "0: order " + n(order_) + " bypasses the pcp lists";
+    return f;
   }
 
   int threads_;
@@ -311,9 +301,9 @@ ScenarioDef pcp_refill_scenario() {
               ParamSpec::integer("order", 9, 0, MAX_PAGE_ORDER,
                                  "block order (0 = 4 KiB, 9 = 2 MiB THP; the pcp caches orders 0-3 and 9)"),
               ParamSpec::integer("count", 1024, 1, int64_t(1) << 30, "blocks each worker allocates, then frees"),
-              ParamSpec::choice("check", "in_lock", {"in_lock", "after_unlock", "off"},
+              ParamSpec::choice("check", "in_lock", kCheckModeNames.list(),
                                 "check_pcp_refill: in_lock = v6.2, after_unlock = the patch, off = v6.4+"),
-              ParamSpec::choice("batch_rule", "v6.2", {"v6.2", "v6.7"},
+              ParamSpec::choice("batch_rule", "v6.2", kBatchRuleNames.list(),
                                 "pcp refill size: v6.2 = max(batch >> order, 2); v6.7 = nr_pcp_alloc (alloc_factor)"),
               ParamSpec::integer("node_pages", 0, 0, int64_t(kNoPage) - int64_t(pageblock_nr_pages),
                                  "4 KiB frames on the node (multiple of 512); 0 = just enough, at least 1 GiB"),
@@ -322,7 +312,10 @@ ScenarioDef pcp_refill_scenario() {
               ParamSpec::choice("gfp", "movable", {"movable", "kernel"},
                                 "GFP_HIGHUSER_MOVABLE, or GFP_KERNEL (unmovable: steals movable pageblocks)"),
           },
-          [](const Params& p) { return std::make_unique<PcpRefill>(p); }};
+          [](const Params& p) { return std::make_unique<PcpRefill>(p); },
+          "count",
+          1,
+          {{"threads", int64_t(2)}, {"count", int64_t(256)}}};
 }
 
 }  // namespace alloclab

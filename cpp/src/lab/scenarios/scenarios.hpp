@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "alloclab/scenario.hpp"
+#include "alloclab/lab/scenario.hpp"
 
 namespace alloclab {
 

@@ -13,11 +13,11 @@
 // counted separately as index_page_allocs), the lock_stat picture (info->lock vs mapping->tree_lock contention),
 // the page-cache size. lock_stat gets one extra row, "mmap_sem" (kind rwsem-read), made from the fault path's own
 // counts of the read side (our Lock has no shared mode; see shmem.hpp).
-// Checked after every run: the exact counts — the lock formulas of shmem.hpp against the run's own counters and
-// against lock_stat, every index of the file inserted once (with disjoint: faulted once, no race) — in the summary's
-// counts_exact (any mismatch listed in `check`); and, as model bugs (std::logic_error): the page cache holding one
-// uptodate, unlocked, LRU page per index, each mapped by its PTE; no page lost or leaked (allocated pages =
-// page-cache pages + index pages); after munmap + truncate every page back in the allocator and check() clean.
+// Checked after every run: the lock formulas of shmem.hpp (lock_expectations, against lock_stat by the runner); and,
+// as model bugs (std::logic_error): the fault path's own counts adding up (faults = misses + page-cache hits, every
+// index of the file inserted once; with disjoint: faulted once, no race), the page cache holding one uptodate,
+// unlocked, LRU page per index, each mapped by its PTE; no page lost or leaked (allocated pages = page-cache pages +
+// index pages); after munmap + truncate every page back in the allocator and check() clean.
 // Memory: each node that runs workers gets its workers' pages (the whole file with overlap) plus the index pages
 // and room for the watermarks and per-CPU lists; with backing="real" each page also has 4 KiB of node memory,
 // touched once before the run so the host's own page faults stay out of the measurement.
@@ -26,9 +26,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "alloclab/lab/runner.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/shmem.hpp"
-#include "alloclab/runner.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
@@ -44,7 +44,7 @@ class ShmemFault final : public Scenario {
   explicit ShmemFault(const Params& p)
       : threads_(int(p.i("threads"))),
         ppt_(uint64_t(p.i("pages_per_thread"))),
-        variant_(parse_shmem_variant(p.s("variant"))),
+        variant_(kShmemVariantNames.parse(p.s("variant"), "variant")),
         overlap_(p.s("pattern") == "overlap"),
         backing_(p.s("backing") == "real" ? Backing::real : Backing::none),
         clear_ns_(uint64_t(p.i("clear_ns"))),
@@ -114,15 +114,8 @@ class ShmemFault final : public Scenario {
     ctx.end_timed();
     const double elapsed_ns = ticks_to_ns(clock_ticks() - t_start);
     const ShmemStats s = t.stats();
-    ctx.metric("faults", double(s.faults));
     ctx.metric("ns_per_fault", s.faults ? elapsed_ns / double(s.faults) : 0.0);
-    ctx.metric("new_pages", double(s.new_pages));
-    ctx.metric("cache_hits", double(s.cache_hits));
-    ctx.metric("eexist_races", double(s.eexist));
-    ctx.metric("pte_races", double(s.pte_raced));
-    ctx.metric("info_lock", double(s.info_lock));
-    ctx.metric("tree_lock", double(s.tree_lock));
-    ctx.metric("index_page_allocs", double(s.index_allocs));
+    emit_counters(s, ctx);
   }
 
   void finish(const RunEnv& env, RunResult& r) override {
@@ -137,8 +130,9 @@ class ShmemFault final : public Scenario {
                              " pages allocated but the file holds " + std::to_string(c.pages) + " pages and " +
                              std::to_string(c.index_pages) + " index pages (a page was lost or leaked)");
     if (s.oom) throw std::logic_error("shmem_fault: " + std::to_string(s.oom) + " faults found no memory (sizing bug)");
-    const std::string mismatches = check_counts(s, c, r, env.locks.lockstat());
-    const MemoryStats ms_stats = ms_->stats();
+    const std::string mismatches = check_counts(s, c, r);
+    if (!mismatches.empty())
+      throw std::logic_error("shmem_fault: the fault path's counts do not add up: " + mismatches);
 
     file_->teardown(0);
     ms_->drain_all_pages();
@@ -146,63 +140,44 @@ class ShmemFault final : public Scenario {
     if (!after.ok || after.allocated_pages != 0)
       throw std::logic_error("shmem_fault: after munmap and truncate: " + after.summary());
 
-    double wall = 0, ns_sum = 0;
+    const double wall = r.elapsed_s;
+    double ns_sum = 0;
     for (const auto& w : r.workers) {
-      wall = std::max(wall, w.elapsed_s);
       for (const auto& [k, v] : w.metrics)
         if (k == "ns_per_fault") ns_sum += v;
     }
-    const LockStatRow* info = row(r, "info->lock");
-    const LockStatRow* tree = row(r, variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock");
-    const LockStatRow* zone = row(r, "zone->lock");
+    const char* tree_class = variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock";
     const double faults = double(s.faults);
     auto& m = r.summary;
     m.emplace_back("fault_handler", std::string(file_->fault_handler()));
-    m.emplace_back("faults", int64_t(s.faults));
     m.emplace_back("faults_per_s", wall > 0 ? faults / wall : 0.0);
-    m.emplace_back("elapsed_s", wall);
     m.emplace_back("ns_per_fault", r.workers.empty() ? 0.0 : ns_sum / double(r.workers.size()));
     m.emplace_back("info_lock_per_fault", faults > 0 ? double(s.info_lock) / faults : 0.0);
-    m.emplace_back("info_lock_acquisitions", int64_t(s.info_lock));
-    m.emplace_back("info_lock_contentions", int64_t(info ? info->contentions : 0));
-    m.emplace_back("info_lock_wait_ns", info ? info->wait_total_ns : 0.0);
-    m.emplace_back("info_lock_hold_ns", info ? info->hold_total_ns : 0.0);
+    m.emplace_back("info_lock_contentions", r.lock_count("info->lock", &LockStatRow::contentions));
+    m.emplace_back("info_lock_wait_ns", r.lock_figure("info->lock", &LockStatRow::wait_total_ns));
+    m.emplace_back("info_lock_hold_ns", r.lock_figure("info->lock", &LockStatRow::hold_total_ns));
     m.emplace_back("tree_lock_per_fault", faults > 0 ? double(s.tree_lock) / faults : 0.0);
-    m.emplace_back("tree_lock_acquisitions", int64_t(s.tree_lock));
-    m.emplace_back("tree_lock_contentions", int64_t(tree ? tree->contentions : 0));
-    m.emplace_back("tree_lock_wait_ns", tree ? tree->wait_total_ns : 0.0);
-    m.emplace_back("tree_lock_hold_ns", tree ? tree->hold_total_ns : 0.0);
-    m.emplace_back("lru_lock_acquisitions", int64_t(s.lru_lock));
-    m.emplace_back("zone_lock_acquisitions", int64_t(zone ? zone->acquisitions : ms_stats.zone.lock_acquisitions));
-    m.emplace_back("mmap_sem_reads", int64_t(s.mmap_sem));
+    m.emplace_back("tree_lock_contentions", r.lock_count(tree_class, &LockStatRow::contentions));
+    m.emplace_back("tree_lock_wait_ns", r.lock_figure(tree_class, &LockStatRow::wait_total_ns));
+    m.emplace_back("tree_lock_hold_ns", r.lock_figure(tree_class, &LockStatRow::hold_total_ns));
+    m.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
     m.emplace_back("pagecache_pages", int64_t(c.pages));
     m.emplace_back("file_pages", int64_t(nr_pages_));
-    m.emplace_back("touches", int64_t(s.touches));
-    m.emplace_back("new_pages", int64_t(s.new_pages));
-    m.emplace_back("cache_hits", int64_t(s.cache_hits));
-    m.emplace_back("eexist_races", int64_t(s.eexist));
-    m.emplace_back("pte_races", int64_t(s.pte_raced));
-    m.emplace_back("page_lock_waits", int64_t(s.page_lock_waits));
-    m.emplace_back("page_allocs", int64_t(s.page_allocs));
-    m.emplace_back("page_allocs_unused", int64_t(s.page_allocs_unused));
     m.emplace_back("index_pages", int64_t(c.index_pages));
-    m.emplace_back("index_page_allocs", int64_t(s.index_allocs));
-    m.emplace_back("index_pages_freed", int64_t(s.index_frees));
-    m.emplace_back("counts_exact", mismatches.empty());
-    m.emplace_back("check", (mismatches.empty() ? "" : "counts: " + mismatches + "; ") + c.summary() + "; allocator " +
-                                before.summary() + "; after teardown " + after.summary());
+    emit_counters(s, m);
+    m.emplace_back("check", c.summary() + "; allocator " + before.summary() + "; after teardown " + after.summary());
 
-    if (env.locks.lockstat() && s.mmap_sem) {  // the read side of mmap_sem, in lock_stat's columns
-      const double ns = clock_calibration().ns_per_tick;
+    if (env.locks.lockstat() && s.mmap_sem_reads) {  // the read side of mmap_sem, in lock_stat's columns
+      const double ns = ns_per_tick();
       LockStatRow mm{};
       mm.cls = "mmap_sem";
       mm.kind = "rwsem-read";
-      mm.acq_bounces = s.mmap_acq_bounces;
-      mm.acquisitions = s.mmap_sem;
-      mm.hold_min_ns = double(s.mmap_hold_min) * ns;
-      mm.hold_max_ns = double(s.mmap_hold_max) * ns;
-      mm.hold_total_ns = double(s.mmap_hold_total) * ns;
-      mm.hold_avg_ns = mm.hold_total_ns / double(s.mmap_sem);
+      mm.acq_bounces = s.mmap.mmap_acq_bounces;
+      mm.acquisitions = s.mmap_sem_reads;
+      mm.hold_min_ns = double(s.mmap.mmap_hold_min) * ns;
+      mm.hold_max_ns = double(s.mmap.mmap_hold_max) * ns;
+      mm.hold_total_ns = double(s.mmap.mmap_hold_total) * ns;
+      mm.hold_avg_ns = mm.hold_total_ns / double(s.mmap_sem_reads);
       r.lockstat.push_back(mm);
     }
     file_.reset();
@@ -255,37 +230,61 @@ class ShmemFault final : public Scenario {
                             format_bytes(mem) + " + PTEs and page-cache tree " + format_bytes(side)};
   }
 
-  static const LockStatRow* row(const RunResult& r, const std::string& cls) {
-    for (const auto& x : r.lockstat)
-      if (x.cls == cls) return &x;
-    return nullptr;
+  // info->lock as shmem.hpp's formula has it for the variant; the page-cache lock once per miss; lru_lock once per
+  // pagevec drain.
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    const ShmemStats s = file_->totals();
+    const uint64_t misses = s.new_pages + s.eexist_races;
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    LockExpectation info{"info_lock", "info->lock", 0, ""};
+    switch (variant_) {
+      case ShmemVariant::lock_twice:
+        info.expected = 2 * misses + s.index_page_allocs;
+        info.formula = "2 x misses + index-page retakes = 2 x " + n(misses) + " + " + n(s.index_page_allocs);
+        break;
+      case ShmemVariant::prealloc:
+        info.expected = misses + s.index_page_allocs;
+        info.formula = "misses + index-page retakes = " + n(misses) + " + " + n(s.index_page_allocs);
+        break;
+      case ShmemVariant::ramfs: info.formula = "0: ramfs has no shmem_inode_info"; break;
+      case ShmemVariant::modern:
+        info.expected = s.new_pages;
+        info.formula = "one per page added (shmem_inode_acct_blocks) = " + n(s.new_pages);
+        break;
+    }
+    info.formula += " = " + n(info.expected);
+    const char* tree = variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock";
+    return {info,
+            {"tree_lock", tree, misses, "one per miss (new pages + EEXIST losers) = " + n(misses)},
+            {"lru_lock", "lru_lock", s.lru_lock, "one per pagevec drain (14 pages) = " + n(s.lru_lock)}};
   }
 
-  // The exact counts of shmem.hpp, against the fault path's own counters and against lock_stat: the mismatches,
-  // empty when every count is what the formulas say.
-  std::string check_counts(const ShmemStats& s, const ShmemCheck& c, const RunResult& r, bool lockstat) const {
+  // The fault path's own counts against each other and against the file: the mismatches, empty when they add up.
+  std::string check_counts(const ShmemStats& s, const ShmemCheck& c, const RunResult& r) const {
     std::string bad;
     const auto expect = [&](bool ok, const std::string& what) {
       if (!ok) bad += (bad.empty() ? "" : "; ") + what;
     };
-    const uint64_t misses = s.new_pages + s.eexist;
+    const uint64_t misses = s.new_pages + s.eexist_races;
     const auto n = [](uint64_t v) { return std::to_string(v); };
     expect(s.faults == misses + s.cache_hits,
            "faults " + n(s.faults) + " != new pages + EEXIST losers + page-cache hits " + n(misses + s.cache_hits));
     expect(s.tree_lock == misses, "tree lock " + n(s.tree_lock) + " != misses " + n(misses));
-    expect(s.mmap_sem == s.faults, "mmap_sem reads " + n(s.mmap_sem) + " != faults " + n(s.faults));
+    expect(s.mmap_sem_reads == s.faults, "mmap_sem reads " + n(s.mmap_sem_reads) + " != faults " + n(s.faults));
     expect(s.page_allocs - s.page_allocs_unused == s.new_pages,
            "page allocations " + n(s.page_allocs) + " - unused " + n(s.page_allocs_unused) + " != new pages");
-    expect(s.index_allocs - s.index_frees == c.index_pages, "index pages allocated " + n(s.index_allocs) + " - freed " +
-                                                                n(s.index_frees) + " != installed " + n(c.index_pages));
+    expect(s.index_page_allocs - s.index_pages_freed == c.index_pages,
+           "index pages allocated " + n(s.index_page_allocs) + " - freed " + n(s.index_pages_freed) + " != installed " +
+               n(c.index_pages));
     uint64_t info = 0;
     switch (variant_) {
-      case ShmemVariant::lock_twice: info = 2 * misses + s.index_allocs; break;
-      case ShmemVariant::prealloc: info = misses + s.index_allocs; break;
+      case ShmemVariant::lock_twice: info = 2 * misses + s.index_page_allocs; break;
+      case ShmemVariant::prealloc: info = misses + s.index_page_allocs; break;
       case ShmemVariant::ramfs: info = 0; break;
       case ShmemVariant::modern: info = s.new_pages; break;
     }
-    expect(s.info_lock == info, "info->lock " + n(s.info_lock) + " != " + n(info) + " for " + to_string(variant_));
+    expect(s.info_lock == info,
+           "info->lock " + n(s.info_lock) + " != " + n(info) + " for " + std::string(to_string(variant_)));
     if (!r.stopped) {
       expect(s.new_pages == nr_pages_ && c.pages == nr_pages_,
              "new pages " + n(s.new_pages) + ", page cache " + n(c.pages) + ", file " + n(nr_pages_));
@@ -294,18 +293,8 @@ class ShmemFault final : public Scenario {
         expect(c.index_pages == shmem_index_pages(nr_pages_),
                "index pages " + n(c.index_pages) + " != shmem_index_pages " + n(shmem_index_pages(nr_pages_)));
       if (!overlap_)
-        expect(s.faults == nr_pages_ && s.cache_hits == 0 && s.eexist == 0 && s.pte_raced == 0,
+        expect(s.faults == nr_pages_ && s.cache_hits == 0 && s.eexist_races == 0 && s.pte_races == 0,
                "disjoint: every index faulted exactly once (faults " + n(s.faults) + ")");
-    }
-    if (lockstat) {
-      const auto acq = [&](const std::string& cls) -> uint64_t {
-        const LockStatRow* x = row(r, cls);
-        return x ? x->acquisitions : 0;
-      };
-      expect(acq("info->lock") == s.info_lock, "lock_stat info->lock " + n(acq("info->lock")));
-      expect(acq(variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock") == s.tree_lock,
-             "lock_stat tree lock");
-      expect(acq("lru_lock") == s.lru_lock, "lock_stat lru_lock " + n(acq("lru_lock")) + " != " + n(s.lru_lock));
     }
     return bad;
   }
@@ -330,7 +319,7 @@ ScenarioDef shmem_fault_scenario() {
           "or every worker over the whole file",
           {
               threads_param(2),
-              ParamSpec::choice("variant", "lock_twice", {"lock_twice", "prealloc", "ramfs", "modern"},
+              ParamSpec::choice("variant", "lock_twice", kShmemVariantNames.list(),
                                 "lock_twice = 2.6.35, prealloc = the patch, ramfs = filemap_fault on ramfs, modern = "
                                 "a recent shmem_get_folio_gfp"),
               ParamSpec::integer("pages_per_thread", 16384, 1, int64_t(SHMEM_MAX_INDEX),
@@ -346,7 +335,10 @@ ScenarioDef shmem_fault_scenario() {
               ParamSpec::integer("fault_ns", 0, 0, 10'000'000,
                                  "trap + page-table walk + PTE install, a busy-wait outside every lock (0: none)"),
           },
-          [](const Params& p) { return std::make_unique<ShmemFault>(p); }};
+          [](const Params& p) { return std::make_unique<ShmemFault>(p); },
+          "pages_per_thread",
+          1,
+          {{"threads", int64_t(2)}, {"pages_per_thread", int64_t(1024)}}};
 }
 
 }  // namespace alloclab

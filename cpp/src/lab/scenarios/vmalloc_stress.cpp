@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "alloclab/mm/memory_system.hpp"
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
@@ -66,16 +66,13 @@ constexpr int kLongBusyListAreas = 15000;
 
 enum class Pattern { thread_stack, fix_size, fix_align, random_size, random_size_align, long_busy_list, full_fit };
 
-const std::vector<std::string>& pattern_names() {
-  static const std::vector<std::string> v = {"thread_stack",      "fix_size",       "fix_align", "random_size",
-                                             "random_size_align", "long_busy_list", "full_fit"};
-  return v;
-}
-
-Pattern parse_pattern(const std::string& s) {
-  const auto& v = pattern_names();
-  return Pattern(std::find(v.begin(), v.end(), s) - v.begin());
-}
+constexpr EnumNames<Pattern, 7> kPatternNames{{{{Pattern::thread_stack, "thread_stack"},
+                                                {Pattern::fix_size, "fix_size"},
+                                                {Pattern::fix_align, "fix_align"},
+                                                {Pattern::random_size, "random_size"},
+                                                {Pattern::random_size_align, "random_size_align"},
+                                                {Pattern::long_busy_list, "long_busy_list"},
+                                                {Pattern::full_fit, "full_fit"}}}};
 
 // The areas one worker holds, oldest first: a ring of fixed capacity (live - 1 kept between operations plus
 // the at most two allocations of one operation).
@@ -114,7 +111,7 @@ class VmallocStress final : public Scenario {
   explicit VmallocStress(const Params& p)
       : threads_(int(p.i("threads"))),
         ops_(uint64_t(p.i("ops"))),
-        pattern_(parse_pattern(p.s("pattern"))),
+        pattern_(kPatternNames.parse(p.s("pattern"), "pattern")),
         size_(uint64_t(p.i("size"))),
         align_(uint64_t(p.i("align"))),
         once_(p.s("busy_lock") == "once"),
@@ -124,11 +121,11 @@ class VmallocStress final : public Scenario {
         lazy_max_pages_(uint64_t(p.i("lazy_max_pages"))),
         tlb_flush_ns_(uint64_t(p.i("tlb_flush_ns"))),
         bounce_ns_(uint64_t(p.i("bounce_ns"))),
-        think_ticks_(ns_to_ticks(uint64_t(p.i("think_ns")))),
+        think_ns_(uint64_t(p.i("think_ns"))),
         vmalloc_size_(uint64_t(p.i("vmalloc_size"))),
         map_pages_(p.b("map_pages")),
         node_pages_(uint64_t(p.i("node_pages"))),
-        map_ticks_per_page_(ns_to_ticks(uint64_t(p.i("map_ns_per_page")))) {
+        map_ns_per_page_(uint64_t(p.i("map_ns_per_page"))) {
     if (!is_power_of_2(align_))
       throw std::invalid_argument("align: " + std::to_string(align_) +
                                   " is not a power of two (allowed: a power of two in 1..1073741824)");
@@ -170,6 +167,8 @@ class VmallocStress final : public Scenario {
   }
 
   void prepare(const RunEnv& env) override {
+    think_ticks_ = ns_to_ticks(think_ns_);  // in the run's clock
+    map_ticks_per_page_ = ns_to_ticks(map_ns_per_page_);
     const VmallocConfig cfg = vmalloc_config(env.machine);
     if (map_pages_) {
       mm::MemoryConfig mc = mm::MemoryConfig::uniform(env.machine, node_pages_);
@@ -235,12 +234,29 @@ class VmallocStress final : public Scenario {
       ctx.add_ops();
     }
     ctx.end_timed();
-    const VmallocStats& st = c.st;
-    ctx.metric("allocs", double(st.allocs));
-    ctx.metric("alloc_failures", double(st.alloc_failures));
-    ctx.metric("busy_lock_alloc", double(st.busy_lock_alloc));
-    ctx.metric("pool_hits", double(st.pool_hits));
-    ctx.metric("drains", double(st.drains));
+    emit_counters(c.st, ctx);
+  }
+
+  // The busy lock k times per allocation (k = 2 before the patch, 1 after) and once per free; the other vmalloc
+  // locks as often as their sites ran (see vmalloc.hpp).
+  std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
+    const VmallocStats st = space_->stats();
+    const uint64_t k = once_ ? 1 : 2;
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    std::vector<LockExpectation> e = {
+        {"busy_lock", std::string(space_->busy_lock_class()), k * st.allocs + st.frees,
+         "k x allocations + frees = " + n(k) + " x " + n(st.allocs) + " + " + n(st.frees) + " = " +
+             n(k * st.allocs + st.frees)},
+        {"free_lock", "free_vmap_area_lock", st.free_lock_alloc + st.free_lock_purge,
+         "allocations that missed the pools + purge and decay sections = " + n(st.free_lock_alloc) + " + " +
+             n(st.free_lock_purge)},
+        {"pool_lock", "vn->pool_lock", st.pool_lock, "every pool site = " + n(st.pool_lock)},
+        {"purge_lock", "vmap_purge_lock", st.purge_lock, "one per purge = " + n(st.purge_lock)},
+    };
+    if (space_->lazy_lock_counted())
+      e.push_back({"lazy_lock", std::string(space_->lazy_lock_class()), st.lazy_lock,
+                   "every lazy-list site = " + n(st.lazy_lock)});
+    return e;
   }
 
   void finish(const RunEnv& env, RunResult& r) override;
@@ -345,9 +361,10 @@ class VmallocStress final : public Scenario {
   int vmap_nodes_;
   bool pools_;
   size_t live_;
-  uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ticks_, vmalloc_size_;
+  uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ns_, vmalloc_size_;
   bool map_pages_;
-  uint64_t node_pages_, map_ticks_per_page_;
+  uint64_t node_pages_, map_ns_per_page_;
+  uint64_t think_ticks_ = 0, map_ticks_per_page_ = 0;  // set by prepare(), in the run's clock
   std::unique_ptr<mm::MemorySystem> ms_;
   std::unique_ptr<VmallocSpace> space_;
   std::vector<WorkerState> workers_;
@@ -357,12 +374,6 @@ class VmallocStress final : public Scenario {
   std::vector<Counter> page_failures_;
   uint64_t held_from_prepare_ = 0;
 };
-
-const LockStatRow* row_of(const RunResult& r, std::string_view cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return &row;
-  return nullptr;
-}
 
 void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   auto bug = [](const std::string& what) { throw std::logic_error("vmalloc_stress: " + what); };
@@ -378,22 +389,6 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   if (st.busy_lock_free != st.frees)
     bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
         std::to_string(st.frees) + " frees");
-
-  // lock_stat counted the same acquisitions independently (worker threads only).
-  if (env.locks.lockstat()) {
-    auto check = [&](std::string_view cls, uint64_t want) {
-      const LockStatRow* row = row_of(r, cls);
-      const uint64_t got = row ? row->acquisitions : 0;
-      if (got != want)
-        bug("lock_stat counts " + std::to_string(got) + " acquisitions of " + std::string(cls) + ", the model " +
-            std::to_string(want));
-    };
-    check(space_->busy_lock_class(), st.busy_lock_alloc + st.busy_lock_free);
-    check("free_vmap_area_lock", st.free_lock_alloc + st.free_lock_purge);
-    check("vn->pool_lock", st.pool_lock);
-    check("vmap_purge_lock", st.purge_lock);
-    if (space_->lazy_lock_counted()) check(space_->lazy_lock_class(), st.lazy_lock);
-  }
 
   // Teardown, untimed and outside lock_stat (this thread is no worker): what the workers still hold and what
   // prepare made, each freed on its worker's context; then every allocation has had its free.
@@ -434,22 +429,14 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
     if (rep.allocated_pages) bug(std::to_string(rep.allocated_pages) + " pages still allocated after every vfree");
   }
 
-  double wall = 0;
+  const double wall = r.elapsed_s;
   uint64_t ops = 0;
-  for (const auto& w : r.workers) {
-    wall = std::max(wall, w.elapsed_s);
-    ops += w.ops;
-  }
-  const LockStatRow* busy = row_of(r, space_->busy_lock_class());
-  const LockStatRow* freel = row_of(r, "free_vmap_area_lock");
+  for (const auto& w : r.workers) ops += w.ops;
+  const std::string_view busy = space_->busy_lock_class();
   auto per = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
   auto& s = r.summary;
   s.emplace_back("ops", int64_t(ops));
-  s.emplace_back("elapsed_s", wall);
   s.emplace_back("ops_per_s", wall > 0 ? double(ops) / wall : 0.0);
-  s.emplace_back("allocs", int64_t(st.allocs));
-  s.emplace_back("alloc_failures", int64_t(st.alloc_failures));
-  s.emplace_back("frees", int64_t(st.frees));
   s.emplace_back("freed_at_teardown", int64_t(freed_at_teardown));
   s.emplace_back("shape", std::string(space_->v67_shape() ? "v6.7" : "v6.9+"));
   s.emplace_back("nr_vmap_nodes", int64_t(space_->nr_vmap_nodes()));
@@ -457,26 +444,16 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("busy_lock_class", std::string(space_->busy_lock_class()));
   s.emplace_back("busy_lock_per_alloc", per(st.busy_lock_alloc, st.allocs));
   s.emplace_back("busy_lock_per_free", per(st.busy_lock_free, st.frees));
-  s.emplace_back("busy_lock_acquisitions", int64_t(st.busy_lock_alloc + st.busy_lock_free));
-  s.emplace_back("busy_lock_contentions", int64_t(busy ? busy->contentions : 0));
-  s.emplace_back("busy_lock_wait_ns", busy ? busy->wait_total_ns : 0.0);
-  s.emplace_back("busy_lock_hold_ns", busy ? busy->hold_total_ns : 0.0);
+  s.emplace_back("busy_lock_contentions", r.lock_count(busy, &LockStatRow::contentions));
+  s.emplace_back("busy_lock_wait_ns", r.lock_figure(busy, &LockStatRow::wait_total_ns));
+  s.emplace_back("busy_lock_hold_ns", r.lock_figure(busy, &LockStatRow::hold_total_ns));
   s.emplace_back("free_lock_per_alloc", per(st.free_lock_alloc, st.allocs));
-  s.emplace_back("free_lock_contentions", int64_t(freel ? freel->contentions : 0));
-  s.emplace_back("free_lock_wait_ns", freel ? freel->wait_total_ns : 0.0);
-  s.emplace_back("pool_hits", int64_t(st.pool_hits));
+  s.emplace_back("free_lock_contentions", r.lock_count("free_vmap_area_lock", &LockStatRow::contentions));
+  s.emplace_back("free_lock_wait_ns", r.lock_figure("free_vmap_area_lock", &LockStatRow::wait_total_ns));
   s.emplace_back("pool_hit_ratio", per(st.pool_hits, st.pool_hits + st.pool_misses));
   s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
-  s.emplace_back("drains", int64_t(st.drains));
-  s.emplace_back("purges", int64_t(st.purges));
-  s.emplace_back("purged_areas", int64_t(st.purged_areas));
-  s.emplace_back("overflow_purges", int64_t(st.overflow_purges));
-  s.emplace_back("tlb_flushes", int64_t(st.tlb_flushes));
   s.emplace_back("search_steps_per_search", per(st.search_steps, st.searches));
-  s.emplace_back("fit_fl", int64_t(st.fit[FL_FIT_TYPE]));
-  s.emplace_back("fit_le", int64_t(st.fit[LE_FIT_TYPE]));
-  s.emplace_back("fit_re", int64_t(st.fit[RE_FIT_TYPE]));
-  s.emplace_back("fit_ne", int64_t(st.fit[NE_FIT_TYPE]));
+  emit_counters(st, s);
   s.emplace_back("lazy_lock_in_lockstat", space_->lazy_lock_counted());
   s.emplace_back("map_pages", map_pages_);
   s.emplace_back("page_alloc_failures", int64_t(page_failures));
@@ -494,7 +471,7 @@ ScenarioDef vmalloc_stress_scenario() {
       {
           threads_param(2),
           ParamSpec::integer("ops", 100000, 1, 1'000'000'000, "operations per worker (allocate, then free)"),
-          ParamSpec::choice("pattern", "thread_stack", pattern_names(),
+          ParamSpec::choice("pattern", "thread_stack", kPatternNames.list(),
                             "workload: thread_stack (stress-ng --pthread: size at align) or one of "
                             "lib/test_vmalloc.c's tests"),
           ParamSpec::integer("size", 16384, 1, kMaxBytes,
@@ -528,7 +505,10 @@ ScenarioDef vmalloc_stress_scenario() {
           ParamSpec::integer("map_ns_per_page", 20, 0, 1'000'000,
                              "vmap_pages_range() / vunmap cost per page (map_pages; calibrated busy-wait)"),
       },
-      [](const Params& p) { return std::make_unique<VmallocStress>(p); }};
+      [](const Params& p) { return std::make_unique<VmallocStress>(p); },
+      "ops",
+      1,
+      {{"threads", int64_t(2)}, {"ops", int64_t(2000)}, {"lazy_max_pages", int64_t(256)}}};
 }
 
 }  // namespace alloclab

@@ -1,5 +1,5 @@
 // Lowest-fit search and va_clip over the augmented free tree (see free_space.hpp).
-#include "alloclab/vmalloc/free_space.hpp"
+#include "alloclab/mm/vmalloc/free_space.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -74,7 +74,7 @@ FitType classify_va_fit_type(const VmapArea* va, unsigned long nva_start_addr, u
 bool va_clip(VmapCpu& c, VaTree& free, VmapArea* va, unsigned long nva_start_addr, unsigned long size) {
   VmapArea* lva = nullptr;
   const FitType type = classify_va_fit_type(va, nva_start_addr, size);
-  ++c.st.fit[type];
+  ++c.st.fit(type);
   switch (type) {
     case FL_FIT_TYPE:
       //  |               |

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
 

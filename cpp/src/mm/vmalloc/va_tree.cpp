@@ -1,5 +1,5 @@
 // The address-sorted vmap_area tree + list (see va_tree.hpp). Follows Linux v6.9+ mm/vmalloc.c line by line.
-#include "alloclab/vmalloc/va_tree.hpp"
+#include "alloclab/mm/vmalloc/va_tree.hpp"
 
 namespace alloclab::vmalloc {
 

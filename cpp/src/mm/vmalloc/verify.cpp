@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
 

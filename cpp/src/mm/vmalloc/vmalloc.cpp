@@ -1,43 +1,12 @@
 // VmallocSpace: set-up, __get_vm_area_node(), alloc_vmap_area(), setup_vmalloc_vm(), remove_vm_area(), vfree()
 // (see vmalloc.hpp). Linux v6.9+ mm/vmalloc.c, with the v6.7 shape when nr_vmap_nodes = 1.
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 #include <bit>
 #include <stdexcept>
 #include <string>
 
 namespace alloclab::vmalloc {
-
-VmallocStats& VmallocStats::operator+=(const VmallocStats& o) {
-  allocs += o.allocs;
-  alloc_failures += o.alloc_failures;
-  frees += o.frees;
-  busy_lock_alloc += o.busy_lock_alloc;
-  busy_lock_setup += o.busy_lock_setup;
-  busy_lock_free += o.busy_lock_free;
-  free_lock_alloc += o.free_lock_alloc;
-  free_lock_purge += o.free_lock_purge;
-  pool_lock += o.pool_lock;
-  lazy_lock += o.lazy_lock;
-  purge_lock += o.purge_lock;
-  pool_hits += o.pool_hits;
-  pool_misses += o.pool_misses;
-  searches += o.searches;
-  search_steps += o.search_steps;
-  for (int i = 0; i < 5; ++i) fit[i] += o.fit[i];
-  merges += o.merges;
-  drains += o.drains;
-  overflow_purges += o.overflow_purges;
-  purges += o.purges;
-  purged_areas += o.purged_areas;
-  purged_pages += o.purged_pages;
-  tlb_flushes += o.tlb_flushes;
-  decayed_areas += o.decayed_areas;
-  va_objs_alloc += o.va_objs_alloc;
-  va_objs_free += o.va_objs_free;
-  overlap_warnings += o.overlap_warnings;
-  return *this;
-}
 
 namespace {
 

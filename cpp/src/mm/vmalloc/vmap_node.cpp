@@ -1,8 +1,9 @@
 // vmap nodes and their size-class pools (see vmap_node.hpp): node_alloc(), node_pool_del_va(),
 // node_pool_add_va(), decay_va_pool_node(), reclaim_list_global(). Linux v6.9+ mm/vmalloc.c.
-#include "alloclab/vmalloc/vmap_node.hpp"
+#include "alloclab/mm/vmalloc/vmap_node.hpp"
 
-#include "alloclab/vmalloc/vmalloc.hpp"
+#include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -13,12 +14,7 @@ SiteLock::SiteLock(LockDomain& d, std::string_view cls) : yield_(d.spin_yield())
 void SiteLock::raw_lock() {
   for (;;) {
     if (raw_.exchange(1, std::memory_order_acquire) == 0) return;
-    while (raw_.load(std::memory_order_relaxed) != 0) {
-      if (yield_)
-        sched_yield();
-      else
-        cpu_relax();
-    }
+    spin_until([this] { return raw_.load(std::memory_order_relaxed) == 0; }, yield_, "vmalloc raw spinlock");
   }
 }
 

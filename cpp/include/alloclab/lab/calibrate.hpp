@@ -1,0 +1,66 @@
+// Calibration: measurements of the machine this process runs on. `alloclab calibrate` (python/alloclab/calibrate.py)
+// runs them, converts the results and writes a schema-1 machine profile.
+//
+// Models: the figures a profile needs, each measured the way its public counterparts were measured:
+//   line transfer   CAS ping-pong on one cache line between two pinned threads, as in ccbench (Trigonakis) and
+//                   nviennot/core-to-core-latency: one way = round trip / 2, median of the samples;
+//   futex wake-up   a thread pinned on one PU wakes a thread sleeping in FUTEX_WAIT on another. The latency runs
+//                   from just before FUTEX_WAKE to the wakee running again, median of the samples;
+//   bandwidth       STREAM-style copy (memcpy) on pinned threads over buffers much larger than the LLC, counting
+//                   bytes read plus bytes written (as likwid-bench/kerncraft "copy" does), best of the trials;
+//   core clock      a chain of dependent 64-bit register adds (one cycle each on every x86-64 core);
+//   op costs        one microbenchmark per op of ALLOCLAB_OPS, pinned and cache-resident: a locked RMW, an L1
+//                   pointer chase, ListHead (vmalloc/list.hpp), RbNode lookups (vmalloc/rbtree.hpp), a bitmap word
+//                   scan, __init_single_page on struct page (mm/page.hpp) and back-to-back PAUSEs (cpu_pause()).
+//                   Median ns per operation over trials.
+// Leaves out: clock changes during a measurement (turbo, thermal limits), DRAM latency (dram_ns is optional and is
+// not measured), interference from other tenants of the host (the caller records the load average), prefetchers
+// (the pointer chase follows a random cycle).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "alloclab/topology/machine_profile.hpp"
+
+namespace alloclab::calibration {
+
+// A synthetic description of the host that Topology::synthetic accepts and that has the host's PU, core and node
+// counts and distance classes: "package:P numa:N l3:L core:C pu:T" when the host is uniform, else hwloc's own
+// export. Throws std::runtime_error when neither describes the host.
+std::string host_synthetic();
+
+// Up to `max_pairs` host PU pairs for each transfer distance class present on the host, nearest class first.
+std::vector<std::pair<DistanceClass, std::vector<std::pair<int, int>>>> host_transfer_pairs(size_t max_pairs);
+
+// One PU of each core of host NUMA node `node` (logical indices): the threads of a per-node bandwidth measurement.
+std::vector<int> node_core_pus(int node);
+
+// Size in bytes of the host's last-level cache (the largest data or unified cache hwloc reports; 0 when none).
+size_t host_llc_bytes();
+
+// One-way line-transfer latency (ns) between host PUs a != b: the median over `samples` samples of the mean of
+// `round_trips` CAS round trips, halved. Throws std::invalid_argument naming "pu" for a bad index and
+// std::runtime_error when a thread cannot be pinned.
+double transfer_ns(int pu_a, int pu_b, int samples, int round_trips);
+
+// Futex wake-up latency (ns), waker on `waker_pu`, sleeper on `wakee_pu` (different PUs): the median over
+// `samples`. Before each wake the waker sleeps `sleep_us` so that the wakee is asleep in FUTEX_WAIT.
+double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us);
+
+// Copy bandwidth (GB/s, 1e9 B/s, read + written bytes) of one thread per PU of `pus`. Each thread copies its own
+// `bytes_per_thread` buffer into another, from node-local memory (first touch after pinning). Best of `trials`.
+double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials);
+
+// Core clock (GHz) of host PU `pu` from a dependent add chain, median of `trials`. Returns 0 where no such chain is
+// available (not x86-64); the caller then uses /proc/cpuinfo.
+double core_ghz(int pu, int trials);
+
+// ns per operation for each op_cycles field, in ALLOCLAB_OPS order (atomic_rmw, line_access, list_op, tree_step,
+// bitmap_word, page_init, pause), on host PU `pu`: the median over `trials` trials of `ops` operations each
+// (bitmap_word runs ops / 16 + 1 scans). Throws std::invalid_argument naming "pu" or "trials" for a bad argument.
+std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops);
+
+}  // namespace alloclab::calibration

@@ -1,0 +1,46 @@
+// pthread: glibc's pthread_mutex_t (default type), the user-space baseline most code uses.
+//
+// Algorithm: glibc nptl's lowlevellock (a futex three-state lock much like the `mutex` kind, with its own spin and
+// wake policy). Fairness: none. Cost: a library call per lock and unlock on top of the atomics. Used as it is:
+// trylock only where lock_stat must see whether the acquisition contended, pthread_mutex_lock directly otherwise.
+// Leaves out: robust, recursive, priority-inheritance and adaptive mutex types.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "alloclab/locks/vhandoff.hpp"
+
+namespace alloclab {
+
+struct PthreadMutex {
+  static constexpr std::string_view kName = "pthread";
+  static constexpr std::string_view kDoc =
+      "glibc pthread_mutex_t (default type): futex-based, what most user-space code uses";
+  static constexpr bool kFifo = false;
+
+  struct Token {};
+
+  PthreadMutex() noexcept { pthread_mutex_init(&m, nullptr); }
+  ~PthreadMutex() { pthread_mutex_destroy(&m); }
+  PthreadMutex(const PthreadMutex&) = delete;
+  PthreadMutex& operator=(const PthreadMutex&) = delete;
+
+  bool enter(Token&) noexcept { return pthread_mutex_trylock(&m) == 0; }
+  bool try_enter(Token& t) noexcept { return enter(t); }
+  void wait(Token&, bool) noexcept { pthread_mutex_lock(&m); }
+  // The primitive's own path when nobody needs to know whether it contended (lock_stat off).
+  void acquire(Token&, bool) noexcept { pthread_mutex_lock(&m); }
+  void leave(Token&) noexcept { pthread_mutex_unlock(&m); }
+  uint32_t queued(const Token&) const noexcept { return 0; }
+
+  // Virtual time (vhandoff.hpp): the default type does not spin; the oldest sleeper is woken after a futex wake-up
+  // and races with newcomers.
+  static VHandoff vhandoff(const VRelease& r) { return spin_then_sleep(r, 0); }
+
+  pthread_mutex_t m;
+};
+
+}  // namespace alloclab

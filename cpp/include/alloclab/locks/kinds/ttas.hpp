@@ -1,0 +1,77 @@
+// spin: test-and-test-and-set spinlock with bounded exponential backoff.
+//
+// Algorithm: T. E. Anderson, "The Performance of Spin Lock Alternatives for Shared-Memory Multiprocessors", IEEE
+// TPDS 1(1), 1990 (TTAS with backoff); Concurrency Kit's ck_spinlock_fas / ck_backoff. A waiter reads the word until
+// it looks free, then tries one exchange; a failed try doubles its backoff (PAUSEs between reads) up to a bound.
+// Fairness: none: a release is a race won by whichever spinner's exchange reaches the line first (on a NUMA machine
+// usually the nearest one). Cost: one exchange to acquire, one store to release; under contention every release
+// invalidates the line in every spinner's cache and the spinners' exchanges collide.
+// Leaves out: proportional backoff and the kernel's arch_spinlock fallbacks.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/locks/vhandoff.hpp"
+
+namespace alloclab {
+
+struct TtasSpinlock {
+  static constexpr std::string_view kName = "spin";
+  static constexpr std::string_view kDoc =
+      "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap";
+  static constexpr bool kFifo = false;
+  static constexpr uint32_t kMaxBackoff = 1024;  // PAUSEs between probes, at most
+
+  struct Token {};  // nothing per acquisition
+
+  // Fast path: true if the exchange found the lock free.
+  bool enter(Token&) noexcept { return word.exchange(1, std::memory_order_acquire) == 0; }
+  // Never waits: read first, so a held lock costs no write.
+  bool try_enter(Token&) noexcept {
+    return word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0;
+  }
+  // After a failed enter(): read until free, then try again; back off between reads after every lost race.
+  void wait(Token&, bool yield) noexcept {
+    uint32_t backoff = 1;
+    for (;;) {
+      while (word.load(std::memory_order_relaxed) != 0) {
+        if (yield) {
+          spin_relax(true);
+        } else {
+          for (uint32_t i = 0; i < backoff; ++i) cpu_pause();
+          backoff = std::min(backoff * 2, kMaxBackoff);
+        }
+      }
+      if (word.exchange(1, std::memory_order_acquire) == 0) return;
+    }
+  }
+  void leave(Token&) noexcept { word.store(0, std::memory_order_release); }
+  // Waiters are not queued: none to count.
+  uint32_t queued(const Token&) const noexcept { return 0; }
+
+  // Virtual time (vhandoff.hpp): a race. Each spinner looks at the word on its backoff schedule (1, 2, 4, ...
+  // kMaxBackoff PAUSEs apart since it began waiting); the one whose first look after the release reads the line
+  // soonest wins (usually the nearest, unless a far one looks sooner), woken at its look to pay the transfer and the
+  // exchange itself. The lock stays free meanwhile: a newcomer may take it first.
+  static VHandoff vhandoff(const VRelease& r) {
+    const vt::vtime step = r.costs.spin_step();
+    const auto next_look = [&](const vt::Waiter& w) {
+      vt::vtime t = r.states[size_t(w.cpu)].began;
+      for (uint32_t backoff = 1; t < r.now && backoff < kMaxBackoff; backoff *= 2) t += step * backoff;
+      if (t < r.now) t += (r.now - t + step * kMaxBackoff - 1) / (step * kMaxBackoff) * (step * kMaxBackoff);
+      return t;
+    };
+    VHandoff h;
+    const vt::Waiter* w = first_to_look(r, [&](const vt::Waiter& x) { return int64_t(next_look(x)); });
+    h.wake(w->cpu, next_look(*w));
+    return h;
+  }
+
+  std::atomic<uint32_t> word{0};  // 0 free, 1 held
+};
+
+}  // namespace alloclab

@@ -1,0 +1,47 @@
+// Lock kinds: the one list of the primitives a lock class can use.
+//
+// ALLOCLAB_LOCK_KINDS is the list; the enum, the names, the docs, the per-acquisition token and the dispatch in
+// Lock are generated from it. Each kind is one type in kinds/ with the same members: kName, kDoc, kFifo, a Token
+// (per-acquisition state the acquirer owns, e.g. an MCS queue node), enter() (fast path: true if acquired; a FIFO
+// kind has queued the acquirer otherwise), try_enter() (never queues), wait() (after a failed enter()), leave(),
+// queued(holder) (waiters behind the holder). Adding a kind is one file in kinds/ and one line here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "alloclab/locks/kinds/futex_mutex.hpp"
+#include "alloclab/locks/kinds/mcs.hpp"
+#include "alloclab/locks/kinds/pthread_mutex.hpp"
+#include "alloclab/locks/kinds/ticket.hpp"
+#include "alloclab/locks/kinds/ttas.hpp"
+
+// X(enumerator, type): in the order al.lock_kinds() lists them.
+#define ALLOCLAB_LOCK_KINDS(X) \
+  X(mutex, FutexMutex)         \
+  X(pthread, PthreadMutex)     \
+  X(spin, TtasSpinlock)        \
+  X(ticket, TicketSpinlock)    \
+  X(mcs, McsSpinlock)
+
+namespace alloclab {
+
+enum class LockKind : uint8_t {
+#define ALLOCLAB_KIND_ENUM(name, Type) name,
+  ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_ENUM)
+#undef ALLOCLAB_KIND_ENUM
+};
+
+struct LockKindInfo {
+  LockKind kind;
+  std::string_view name;
+  std::string_view doc;
+  bool fifo;
+};
+std::span<const LockKindInfo> lock_kinds();
+std::string_view to_string(LockKind k);
+// Parses a kind name; throws std::invalid_argument naming `param`, the value and the allowed names.
+LockKind parse_lock_kind(std::string_view name, std::string_view param);
+
+}  // namespace alloclab

@@ -1,0 +1,144 @@
+// CostModel: what a virtual-time run charges, in picoseconds, from one machine profile.
+//
+// Models: the machine of a profile (machine_profile.hpp) as model code meets it: a cost per named operation (Op, from
+// the profile's op_cycles at its clock), the transfer of a cache line between two CPUs at their distance, the
+// futex wake-up, and memory bandwidth, per core and per node, shared by the bulk work running on a node at once. It
+// also keeps the coherence state of the lines model code tracks (touch()): the last CPU that wrote each line and up
+// to three CPUs that read it since; a read by another CPU pays the transfer from the nearest copy, a write pays the
+// farthest copy it must invalidate, an access that finds the line in its own cache pays line_access.
+// Two ways to charge the work between sync points: `table` charges the operations model code names (a pure function
+// of the run's inputs: the same virtual times on every host), `measured` charges the host time the code really took,
+// scaled by the clock ratio host / profile (charged at each sync point; not reproducible, as host time is not).
+// Model code reaches the run's model through the vcost:: functions below, which do nothing in a real-clock run.
+// Every call happens on the simulator's fibers, at sync points, so the state is touched in virtual-time order.
+// Leaves out: out-of-order overlap of misses, prefetchers, SMT sharing of a core, DRAM misses of untracked data,
+// interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds pays line_access).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/vclock.hpp"
+#include "alloclab/topology/machine_profile.hpp"
+
+namespace alloclab {
+
+enum class Op : uint8_t {
+#define ALLOCLAB_OP_ENUM(name) name,
+  ALLOCLAB_OPS(ALLOCLAB_OP_ENUM)
+#undef ALLOCLAB_OP_ENUM
+};
+inline constexpr int kNrOps = int(std::size(kOpNames));  // Op o is named kOpNames[size_t(o)]
+
+enum class Costs : uint8_t { table, measured };
+inline constexpr EnumNames<Costs, 2> kCostsNames{{{{Costs::table, "table"}, {Costs::measured, "measured"}}}};
+
+class CostModel {
+ public:
+  // `pu_of_cpu`: the profile PU each virtual CPU (the run's workers, by index) runs as; `host_ghz`: the host's
+  // clock, for measured costs. Throws std::invalid_argument ("pu: ...") for a PU outside the profile's topology.
+  CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs, std::vector<int> pu_of_cpu, double host_ghz);
+
+  const MachineProfile& profile() const { return *profile_; }
+  Costs costs() const { return costs_; }
+  int nr_cpus() const { return int(pu_of_cpu_.size()); }
+  int pu_of(int cpu) const { return pu_of_cpu_[size_t(cpu)]; }
+  int node_of(int cpu) const { return node_of_cpu_[size_t(cpu)]; }
+
+  // Costs in picoseconds.
+  vt::vtime op(Op o) const { return op_ps_[size_t(o)]; }
+  vt::vtime transfer(int cpu_a, int cpu_b) const;  // a cache line from virtual CPU a's cache to b's (0 for a == b)
+  vt::vtime wakeup() const { return wakeup_ps_; }  // FUTEX_WAKE until the woken thread runs
+  // One iteration of a spin-wait loop (`while (READ_ONCE(x)) cpu_relax();`): a PAUSE and a look at the line in L1.
+  vt::vtime spin_step() const { return op(Op::pause) + op(Op::line_access); }
+
+  // ---- what the calling virtual CPU does (call on the simulator's fibers) ----
+  // Its clock.
+  vt::vtime now() const;
+  // A hardware event that does not run on the host (a line transfer, a lock word's RMW in a virtual lock, a wake-up):
+  // charged with both kinds of costs.
+  void pay(vt::vtime ps);
+  // A sync point: with measured costs, charges the host time since the last one first.
+  void sync();
+  // Model work of `n` operations `o`: charged with table costs, already in the host time with measured ones.
+  void charge(Op o, uint64_t n);
+  // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
+  void touch(const void* line, bool write);
+  // Streaming `bytes` to or from node `node`'s memory (a sync point): at the core's bandwidth or the node's share
+  // of it, whichever is lower, the node's bandwidth being shared by the bulk work running on it at that time.
+  void bulk(uint64_t bytes, int node);
+  // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
+  void restart_host_clock();
+
+ private:
+  struct LineState {
+    uint64_t key = 0;           // line address >> 6, plus one (0: empty slot)
+    int16_t owner = -1;         // last writer (virtual CPU), -1 never written
+    uint8_t nreaders = 0;       // CPUs in readers[] (read since the last write)
+    bool many_readers = false;  // more read it than readers[] holds
+    std::array<int16_t, 3> readers{};
+  };
+  LineState& line(const void* p);
+  int self() const;
+
+  std::shared_ptr<const MachineProfile> profile_;
+  Costs costs_;
+  std::vector<int> pu_of_cpu_, node_of_cpu_;
+  std::array<vt::vtime, kNrOps> op_ps_{};
+  std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
+  vt::vtime wakeup_ps_ = 0;
+  double core_gbs_ = 0, node_gbs_ = 0;
+  double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
+  std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync
+  std::vector<std::vector<vt::vtime>> bulk_ends_;  // per node: when the bulk work running on it ends
+  std::vector<LineState> lines_;                   // open addressing, power-of-two size
+  size_t nr_lines_ = 0;
+};
+
+namespace detail {
+extern constinit thread_local CostModel* tls_costs;
+}
+// The cost model of the virtual-clock run on this thread (nullptr in a real-clock run), set by CostScope.
+inline CostModel* current_costs() noexcept { return detail::tls_costs; }
+class CostScope {
+ public:
+  explicit CostScope(CostModel* m) noexcept;
+  ~CostScope();
+  CostScope(const CostScope&) = delete;
+  CostScope& operator=(const CostScope&) = delete;
+
+ private:
+  CostModel* previous_;
+};
+
+// What model code calls: nothing at all in a real-clock run, nor on the controlling thread of a virtual one (set-up
+// and checks are untimed).
+namespace vcost {
+inline CostModel* active() {
+  CostModel* m = current_costs();
+  return m && vt::current_cpu() >= 0 ? m : nullptr;
+}
+inline void sync() {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->sync();
+}
+inline void charge(Op o, uint64_t n = 1) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->charge(o, n);
+}
+inline void touch(const void* line, bool write) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->touch(line, write);
+}
+inline void bulk(uint64_t bytes, int node) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->bulk(bytes, node);
+}
+}  // namespace vcost
+
+}  // namespace alloclab

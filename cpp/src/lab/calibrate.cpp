@@ -1,0 +1,475 @@
+// Calibration measurements (see calibrate.hpp).
+#include "alloclab/lab/calibrate.hpp"
+
+#include <hwloc.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "alloclab/base/clock.hpp"
+#include "alloclab/base/rng.hpp"
+#include "alloclab/mm/page.hpp"
+#include "alloclab/mm/vmalloc/list.hpp"
+#include "alloclab/mm/vmalloc/rbtree.hpp"
+#include "alloclab/topology/topology.hpp"
+
+namespace alloclab::calibration {
+
+namespace {
+
+void check_pu(int pu) {
+  const int n = Topology::host()->nr_pus();
+  if (pu < 0 || pu >= n)
+    throw std::invalid_argument("pu: " + std::to_string(pu) + " is not a host PU (allowed: 0.." +
+                                std::to_string(n - 1) + ")");
+}
+
+// Pins the calling thread to host PU `pu` or throws std::runtime_error: an unpinned measurement measures nothing.
+void pin(int pu) {
+  static const Machine host(Topology::host(), Topology::host());
+  const BindOutcome b = host.bind_current_thread(Slot{0, pu, 0, pu, 0});
+  if (!b.ok)
+    throw std::runtime_error("calibrate: cannot pin a thread to host PU " + std::to_string(pu) + ": " + b.error);
+}
+
+// Runs body(i) on one thread per PU of `pus`, each pinned first. The bodies start only once every thread is pinned
+// (a ping-pong partner that failed to pin would leave the other spinning forever). Rethrows the first failure.
+void on_pinned_threads(const std::vector<int>& pus, const std::function<void(size_t)>& body) {
+  for (const int pu : pus) check_pu(pu);
+  const size_t n = pus.size();
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> pinned{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        pin(pus[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed.store(true);
+      }
+      pinned.fetch_add(1);
+      while (pinned.load() < n) std::this_thread::yield();
+      if (failed.load()) return;
+      try {
+        body(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Keeps the compiler from dropping or merging the work done through `p` (stores into memory freed afterwards).
+inline void escape(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+double elapsed_ns(uint64_t t0, uint64_t t1) { return ticks_to_ns(t1 - t0); }
+
+}  // namespace
+
+// ---- host topology ------------------------------------------------------------------------------------------------
+
+std::string host_synthetic() {
+  const auto host = Topology::host();
+  hwloc_topology_t t = host->raw();
+  const int packages = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE));
+  const int nodes = host->nr_nodes(), cores = host->nr_cores(), pus = host->nr_pus();
+  const int l3 = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_L3CACHE);
+  const PuDistances want(*host);
+  const auto describes_host = [&](const std::string& s) {
+    try {
+      const auto m = Topology::synthetic(s);
+      return m->nr_pus() == pus && m->nr_cores() == cores && m->nr_nodes() == nodes &&
+             PuDistances(*m).present() == want.present();
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+  if (cores > 0 && nodes % packages == 0 && pus % cores == 0) {
+    std::string s = "package:" + std::to_string(packages) + " numa:" + std::to_string(nodes / packages);
+    if (l3 > 0 && l3 % nodes == 0 && cores % l3 == 0)
+      s += " l3:" + std::to_string(l3 / nodes) + " core:" + std::to_string(cores / l3);
+    else if (cores % nodes == 0)
+      s += " core:" + std::to_string(cores / nodes);
+    s += " pu:" + std::to_string(pus / cores);
+    if (describes_host(s)) return s;
+  }
+  const std::string exported = host->synthetic_string();
+  if (!exported.empty() && describes_host(exported)) return exported;
+  throw std::runtime_error("calibrate: no synthetic description matches this host's topology (" + std::to_string(pus) +
+                           " PUs, " + std::to_string(cores) + " cores, " + std::to_string(nodes) +
+                           " nodes); hwloc exports '" + exported + "'");
+}
+
+std::vector<std::pair<DistanceClass, std::vector<std::pair<int, int>>>> host_transfer_pairs(size_t max_pairs) {
+  const PuDistances d(*Topology::host());
+  std::vector<std::pair<DistanceClass, std::vector<std::pair<int, int>>>> out;
+  for (const auto c : d.present()) out.emplace_back(c, d.pairs(c, max_pairs));
+  return out;
+}
+
+std::vector<int> node_core_pus(int node) {
+  const auto host = Topology::host();
+  hwloc_topology_t t = host->raw();
+  std::vector<int> out;
+  std::vector<unsigned> cores_seen;
+  for (const int pu : host->pus_of_node(node)) {  // throws "node: ..." for a bad index
+    hwloc_obj_t obj = hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, unsigned(pu));
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_CORE, obj);
+    const unsigned id = core ? core->logical_index : ~0u - unsigned(pu);
+    if (std::find(cores_seen.begin(), cores_seen.end(), id) != cores_seen.end()) continue;
+    cores_seen.push_back(id);
+    out.push_back(pu);
+  }
+  return out;
+}
+
+size_t host_llc_bytes() {
+  hwloc_topology_t t = Topology::host()->raw();
+  size_t best = 0;
+  for (const auto type :
+       {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE})
+    if (hwloc_obj_t c = hwloc_get_obj_by_type(t, type, 0); c && c->attr)
+      best = std::max(best, size_t(c->attr->cache.size));
+  return best;
+}
+
+// ---- line transfer ------------------------------------------------------------------------------------------------
+
+double transfer_ns(int pu_a, int pu_b, int samples, int round_trips) {
+  if (pu_a == pu_b)
+    throw std::invalid_argument("pu: a transfer needs two different PUs (got " + std::to_string(pu_a) + " twice)");
+  if (samples < 1 || round_trips < 1)
+    throw std::invalid_argument("samples: " + std::to_string(samples) + " samples of " + std::to_string(round_trips) +
+                                " round trips (allowed: at least 1 of each)");
+  struct alignas(64) Line {
+    std::atomic<uint64_t> v{0};
+  };
+  Line line;
+  const long warmup = std::min(1000, round_trips);
+  const long total = warmup + long(samples) * round_trips;
+  std::vector<double> one_way;
+  one_way.reserve(size_t(samples));
+  // The pinger turns 0 into 1, the ponger 1 into 0: each CAS succeeds only once the line has come back from the
+  // other side, so one round trip is two line transfers.
+  const auto ping = [&] {
+    uint64_t expected;
+    for (long r = 0; r < warmup; ++r)
+      while (!line.v.compare_exchange_strong(expected = 0, 1)) {
+      }
+    for (int s = 0; s < samples; ++s) {
+      const uint64_t t0 = clock_ticks();
+      for (int r = 0; r < round_trips; ++r)
+        while (!line.v.compare_exchange_strong(expected = 0, 1)) {
+        }
+      one_way.push_back(elapsed_ns(t0, clock_ticks()) / round_trips / 2);
+    }
+  };
+  const auto pong = [&] {
+    uint64_t expected;
+    for (long r = 0; r < total; ++r)
+      while (!line.v.compare_exchange_strong(expected = 1, 0)) {
+      }
+  };
+  on_pinned_threads({pu_a, pu_b}, [&](size_t i) { i == 0 ? ping() : pong(); });
+  return median(one_way);
+}
+
+// ---- futex wake-up ------------------------------------------------------------------------------------------------
+
+double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us) {
+  if (waker_pu == wakee_pu)
+    throw std::invalid_argument("pu: a wake-up needs two different PUs (got " + std::to_string(waker_pu) + " twice)");
+  if (samples < 1 || sleep_us < 0)
+    throw std::invalid_argument("samples: " + std::to_string(samples) + " samples, " + std::to_string(sleep_us) +
+                                " us apart (allowed: at least 1 sample, a sleep >= 0)");
+  alignas(64) std::atomic<uint32_t> word{0};
+  alignas(64) std::atomic<int> armed{0};
+  alignas(64) std::atomic<int> done{0};
+  alignas(64) std::atomic<uint64_t> stamp{0};
+  std::vector<double> latency(static_cast<size_t>(samples));
+  const auto futex = [&](int op, uint32_t val) {
+    return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op, val, nullptr, nullptr, 0);
+  };
+  const auto waker = [&] {
+    for (int s = 1; s <= samples; ++s) {
+      while (armed.load(std::memory_order_acquire) != s) cpu_pause();
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));  // let the wakee fall asleep
+      stamp.store(clock_ticks(), std::memory_order_relaxed);
+      word.store(1, std::memory_order_release);
+      futex(FUTEX_WAKE_PRIVATE, 1);
+      while (done.load(std::memory_order_acquire) != s) cpu_pause();
+    }
+  };
+  const auto wakee = [&] {
+    for (int s = 1; s <= samples; ++s) {
+      armed.store(s, std::memory_order_release);
+      while (word.load(std::memory_order_acquire) == 0) futex(FUTEX_WAIT_PRIVATE, 0);
+      latency[size_t(s - 1)] = elapsed_ns(stamp.load(std::memory_order_relaxed), clock_ticks());
+      word.store(0, std::memory_order_relaxed);
+      done.store(s, std::memory_order_release);
+    }
+  };
+  on_pinned_threads({waker_pu, wakee_pu}, [&](size_t i) { i == 0 ? waker() : wakee(); });
+  return median(latency);
+}
+
+// ---- bandwidth ----------------------------------------------------------------------------------------------------
+
+double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials) {
+  if (pus.empty() || bytes_per_thread < 4096 || trials < 1)
+    throw std::invalid_argument("bytes_per_thread: " + std::to_string(bytes_per_thread) + " bytes on " +
+                                std::to_string(pus.size()) + " threads, " + std::to_string(trials) +
+                                " trials (allowed: at least 4096 bytes, one thread and one trial)");
+  const size_t n = pus.size();
+  std::barrier<> start{ptrdiff_t(n)}, finish{ptrdiff_t(n)};
+  std::vector<double> gbs;
+  uint64_t t0 = 0;
+  on_pinned_threads(pus, [&](size_t i) {
+    // First touch after pinning: the pages come from the thread's own node.
+    char* src = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
+    char* dst = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
+    if (!src || !dst) {  // leave both barriers so that the other threads do not wait for this one
+      std::free(src);
+      std::free(dst);
+      start.arrive_and_drop();
+      finish.arrive_and_drop();
+      throw std::bad_alloc();
+    }
+    std::memset(src, 1, bytes_per_thread);
+    std::memset(dst, 0, bytes_per_thread);
+    for (int t = 0; t <= trials; ++t) {  // trial 0 warms up
+      start.arrive_and_wait();
+      if (i == 0) t0 = clock_ticks();
+      std::memcpy(dst, src, bytes_per_thread);
+      escape(dst);
+      finish.arrive_and_wait();
+      if (i == 0 && t > 0) gbs.push_back(double(2 * bytes_per_thread * n) / elapsed_ns(t0, clock_ticks()));
+    }
+    std::free(src);
+    std::free(dst);
+  });
+  return *std::max_element(gbs.begin(), gbs.end());
+}
+
+// ---- core clock ---------------------------------------------------------------------------------------------------
+
+double core_ghz(int pu, int trials) {
+#if defined(__x86_64__)
+  std::vector<double> ghz;
+  on_pinned_threads({pu}, [&](size_t) {
+    constexpr uint64_t kIters = 1'000'000;  // x 100 adds: about 40 ms at 2.5 GHz
+    for (int t = 0; t <= trials; ++t) {     // trial 0 warms up (and lets the clock ramp)
+      uint64_t x = 0;
+      const auto s = std::chrono::steady_clock::now();
+      for (uint64_t k = 0; k < kIters; ++k) asm volatile(".rept 100\n\taddq $1, %0\n\t.endr" : "+r"(x));
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - s).count();
+      if (t > 0) ghz.push_back(double(kIters) * 100 / ns);
+    }
+  });
+  return median(ghz);
+#else
+  check_pu(pu);
+  (void)trials;
+  return 0;
+#endif
+}
+
+// ---- per-operation costs ------------------------------------------------------------------------------------------
+
+namespace {
+
+// Times `ops` calls of `step` per trial; returns the median ns per unit of work (step returns the units it did, an
+// integer so that summing them costs one cycle, off the measured chain).
+template <class Step>
+double per_unit_ns(int trials, size_t ops, Step step) {
+  std::vector<double> ns;
+  for (int t = 0; t <= trials; ++t) {  // trial 0 warms the caches and the branch predictors
+    const uint64_t t0 = clock_ticks();
+    uint64_t units = 0;
+    for (size_t k = 0; k < ops; ++k) units += step();
+    const uint64_t t1 = clock_ticks();
+    if (t > 0) ns.push_back(elapsed_ns(t0, t1) / double(units));
+  }
+  return median(ns);
+}
+
+struct alignas(64) ChaseLine {
+  ChaseLine* next;
+};
+
+struct alignas(64) ListNode {
+  vmalloc::ListHead list;
+};
+
+struct KeyedNode {
+  vmalloc::RbNode rb;  // first member: the node's address is the entry's
+  uint64_t key;
+};
+
+// What each op's microbenchmark gets: the trial count, the operations per trial, and the one generator behind the
+// random layouts. The benchmarks run in ALLOCLAB_OPS order from a fixed seed, so every run builds the same layouts.
+struct OpBench {
+  int trials;
+  size_t ops;
+  Rng& rng;
+};
+
+// One bench_<op> per op of ALLOCLAB_OPS, each returning the median ns per operation. Call on the pinned thread.
+
+// atomic_rmw: a lock-prefixed add on a line that stays in L1 (the uncontended half of every lock operation).
+double bench_atomic_rmw(OpBench& b) {
+  alignas(64) std::atomic<uint64_t> counter{0};
+  return per_unit_ns(b.trials, b.ops, [&] {
+    counter.fetch_add(1, std::memory_order_seq_cst);
+    return uint64_t(1);
+  });
+}
+
+// line_access: a dependent load from a cached line: a pointer chase around a random cycle of 256 lines (16 KiB).
+double bench_line_access(OpBench& b) {
+  std::vector<ChaseLine> lines(256);
+  std::vector<size_t> order(lines.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.rng.below(i + 1)]);
+  for (size_t i = 0; i < order.size(); ++i) lines[order[i]].next = &lines[order[(i + 1) % order.size()]];
+  ChaseLine* p = &lines[order[0]];
+  return per_unit_ns(b.trials, b.ops, [&] {
+    p = p->next;
+    escape(p);
+    return uint64_t(1);
+  });
+}
+
+// list_op: list_move_tail on a 64-entry ListHead list = one list_del and one list_add_tail, i.e. two list ops.
+double bench_list_op(OpBench& b) {
+  vmalloc::ListHead head;
+  std::vector<ListNode> nodes(64);
+  for (auto& n : nodes) vmalloc::list_add_tail(&n.list, &head);
+  return per_unit_ns(b.trials, b.ops, [&] {
+    vmalloc::list_move_tail(head.next, &head);
+    escape(&head);
+    return uint64_t(2);
+  });
+}
+
+// tree_step: one level of a lookup in a 1024-node rbtree (vmalloc's RbNode), random keys: a load, a compare and a
+// branch the predictor cannot learn, as in find_vmap_area's walk.
+double bench_tree_step(OpBench& b) {
+  std::vector<KeyedNode> nodes(1024);
+  vmalloc::RbRoot root;
+  std::vector<uint64_t> keys(nodes.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 2 * i + 1;
+  for (size_t i = keys.size() - 1; i > 0; --i) std::swap(keys[i], keys[b.rng.below(i + 1)]);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].key = keys[i];
+    vmalloc::RbNode** link = &root.rb_node;
+    vmalloc::RbNode* parent = nullptr;
+    while (*link) {
+      parent = *link;
+      link = keys[i] < reinterpret_cast<KeyedNode*>(parent)->key ? &parent->rb_left : &parent->rb_right;
+    }
+    vmalloc::rb_link_node(&nodes[i].rb, parent, link);
+    vmalloc::rb_insert_color(&nodes[i].rb, &root);
+  }
+  std::vector<uint64_t> lookups(4096);
+  for (auto& k : lookups) k = keys[b.rng.below(keys.size())];
+  size_t next = 0;
+  return per_unit_ns(b.trials, b.ops, [&] {
+    const uint64_t key = lookups[next++ % lookups.size()];
+    uint64_t levels = 0;
+    for (vmalloc::RbNode* n = root.rb_node; n;) {
+      ++levels;
+      const uint64_t k = reinterpret_cast<KeyedNode*>(n)->key;
+      if (key == k) break;
+      n = key < k ? n->rb_left : n->rb_right;
+    }
+    return levels;
+  });
+}
+
+// bitmap_word: find_next_bit over a 512-word bitmap with one bit set every 64 words: one word load, test and branch
+// per word, as the kernel's scalar _find_next_bit (volatile loads keep the compiler from vectorising).
+double bench_bitmap_word(OpBench& b) {
+  std::vector<uint64_t> bitmap(512, 0);
+  for (size_t w = 63; w < bitmap.size(); w += 64) bitmap[w] = uint64_t(1) << 17;
+  const volatile uint64_t* words = bitmap.data();
+  size_t pos = 0;
+  return per_unit_ns(b.trials, b.ops / 16 + 1, [&] {
+    uint64_t tested = 0;
+    for (;;) {
+      ++tested;
+      if (words[pos]) break;
+      pos = (pos + 1) % bitmap.size();
+    }
+    pos = (pos + 1) % bitmap.size();
+    return tested;
+  });
+}
+
+// page_init: __init_single_page on 64-byte struct pages in L1, as hugetlb_folio_init_tail_vmemmap does it.
+double bench_page_init(OpBench& b) {
+  std::vector<mm::Page> pages(256);
+  size_t i = 0;
+  return per_unit_ns(b.trials, b.ops, [&] {
+    mm::Page& p = pages[i++ % pages.size()];
+    std::memset(static_cast<void*>(&p), 0, sizeof(mm::Page));
+    p.flags = mm::page_links(0, 0);
+    p._refcount = 1;
+    p._mapcount = -1;
+    escape(&p);
+    return uint64_t(1);
+  });
+}
+
+// pause: back-to-back PAUSEs (cpu_pause(); nothing off x86), as a spin loop issues them while it waits. The loop adds
+// an increment and a branch, about a cycle against the tens that a PAUSE takes. Under a hypervisor with PAUSE-loop
+// exiting enabled, a long run of PAUSEs can exit to the host, and the figure then includes the exits.
+double bench_pause(OpBench& b) {
+  return per_unit_ns(b.trials, b.ops, [] {
+    cpu_pause();
+    return uint64_t(1);
+  });
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops) {
+  if (trials < 1 || ops < 1)
+    throw std::invalid_argument("trials: " + std::to_string(trials) + " trials of " + std::to_string(ops) +
+                                " operations (allowed: at least 1 of each)");
+  std::vector<std::pair<std::string, double>> out;
+  on_pinned_threads({pu}, [&](size_t) {
+    Rng rng(0x70726f66696c65ull);  // fixed: the same layouts on every run
+    OpBench b{trials, ops, rng};
+    // Every op of the list, in its order: an op without a bench_<op> does not compile.
+#define ALLOCLAB_OP_BENCH(name) out.emplace_back(#name, bench_##name(b));
+    ALLOCLAB_OPS(ALLOCLAB_OP_BENCH)
+#undef ALLOCLAB_OP_BENCH
+  });
+  return out;
+}
+
+}  // namespace alloclab::calibration

@@ -1,0 +1,106 @@
+// Lock on the simulator's fibers: acquisition, try, release and hand-off in virtual time (see virtual_lock.hpp).
+#include <stdexcept>
+
+#include "alloclab/base/scheduler.hpp"
+#include "alloclab/locks/lock.hpp"
+
+namespace alloclab {
+
+namespace {
+
+// The lock kind's hand-off rule at a release.
+VHandoff handoff(LockKind k, const VRelease& r) {
+  switch (k) {
+#define ALLOCLAB_KIND_HANDOFF(name, Type) \
+  case LockKind::name: return Type::vhandoff(r);
+    ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_HANDOFF)
+#undef ALLOCLAB_KIND_HANDOFF
+  }
+  __builtin_unreachable();
+}
+
+// Takes the free lock `v` for `cpu`: one atomic RMW on the lock word, which first comes from its last writer's
+// cache. Call at a sync point.
+void take(VirtualLock& v, int cpu, CostModel& m) {
+  v.holder = cpu;
+  const vt::vtime fetch = v.last >= 0 ? m.transfer(v.last, cpu) : 0;
+  v.last = cpu;
+  m.pay(m.op(Op::atomic_rmw) + fetch);
+}
+
+}  // namespace
+
+void Lock::vlock(LockToken& t) {
+  CostModel& m = *domain_->costs();
+  VirtualLock& v = *vlock_;
+  const int self = vt::current_cpu();
+  m.sync();
+  if (v.holder < 0) {
+    take(v, self, m);
+    if (stat_) stat_acquired(t, 0, 0);
+    return;
+  }
+  if (v.holder == self)
+    throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " takes " + v.queue.label() +
+                           ", which it holds already (a self-deadlock)");
+  const uint64_t contended_at = clock_ticks();
+  domain_->vwait_state(self) = {m.now()};
+  for (;;) {
+    if (!v.queue.wait()) throw vt::Stopped();
+    m.restart_host_clock();       // the host time it spent blocked is not its work
+    if (v.holder == self) break;  // handed over at the wake-up time
+    if (v.holder < 0) {           // a race it won: the lock is still free when it looks
+      take(v, self, m);
+      break;
+    }
+    // A newcomer got there first: wait again (its spin budget and backoff run on from when it began).
+  }
+  if (stat_) stat_acquired(t, contended_at, clock_ticks());
+}
+
+bool Lock::vtrylock(LockToken& t) {
+  CostModel& m = *domain_->costs();
+  VirtualLock& v = *vlock_;
+  const int self = vt::current_cpu();
+  m.sync();
+  if (v.holder >= 0) {
+    // A failed try reads the word (the trylock kinds read before they write): the line comes to this CPU.
+    m.pay(m.op(Op::line_access) + (v.last >= 0 ? m.transfer(v.last, self) : 0));
+    return false;
+  }
+  take(v, self, m);
+  if (stat_) stat_acquired(t, 0, 0);
+  return true;
+}
+
+void Lock::vunlock(LockToken& t) {
+  CostModel& m = *domain_->costs();
+  VirtualLock& v = *vlock_;
+  const int self = vt::current_cpu();
+  m.sync();
+  if (v.holder != self)
+    throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " releases " + v.queue.label() +
+                           ", held by cpu " + std::to_string(v.holder));
+  if (stat_) stat_released(t);
+  const vt::vtime now = m.now();
+  v.holder = -1;
+  v.last = self;
+  if (!v.queue.empty()) {
+    const VHandoff h = handoff(kind_, VRelease{self, now, v.queue.waiters(), m, domain_->vwait_states()});
+    if (h.owned) {
+      v.holder = h.wakes[0].cpu;
+      v.last = h.wakes[0].cpu;
+    }
+    for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(h.wakes[size_t(i)].cpu, h.wakes[size_t(i)].at);
+  }
+  m.pay(m.op(Op::atomic_rmw));  // the release's store (or RMW) on the word it holds
+}
+
+uint32_t Lock::vqueued() const {
+  if (!lock_kinds()[size_t(kind_)].fifo) return 0;
+  uint32_t n = 0;
+  for (auto it = vlock_->queue.waiters().begin(); it != vlock_->queue.waiters().end(); ++it) ++n;
+  return n;
+}
+
+}  // namespace alloclab

@@ -1,0 +1,157 @@
+// The virtual-time cost model (see cost_model.hpp).
+#include "alloclab/topology/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "alloclab/base/clock.hpp"
+#include "alloclab/base/scheduler.hpp"
+
+namespace alloclab {
+
+namespace detail {
+constinit thread_local CostModel* tls_costs = nullptr;
+}
+
+CostScope::CostScope(CostModel* m) noexcept : previous_(detail::tls_costs) { detail::tls_costs = m; }
+CostScope::~CostScope() { detail::tls_costs = previous_; }
+
+namespace {
+vt::vtime ps(double ns) { return vt::vtime(std::llround(ns * 1000.0)); }
+}  // namespace
+
+CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs, std::vector<int> pu_of_cpu,
+                     double host_ghz)
+    : profile_(std::move(profile)), costs_(costs), pu_of_cpu_(std::move(pu_of_cpu)) {
+  const Topology& topo = *profile_->topology();
+  for (int pu : pu_of_cpu_) {
+    if (pu < 0 || pu >= topo.nr_pus())
+      throw std::invalid_argument("pu: " + std::to_string(pu) + " is not a PU of machine '" + profile_->name() +
+                                  "' (allowed: 0.." + std::to_string(topo.nr_pus() - 1) + ")");
+    node_of_cpu_.push_back(topo.node_of_pu(pu));
+  }
+  const double ghz = profile_->value("clock.ghz");
+  for (int o = 0; o < kNrOps; ++o)
+    op_ps_[size_t(o)] = ps(profile_->value("op_cycles." + std::string(kOpNames[o])) / ghz);
+  const size_t n = pu_of_cpu_.size();
+  transfer_ps_.assign(n * n, 0);
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) transfer_ps_[a * n + b] = ps(profile_->transfer_ns(pu_of_cpu_[a], pu_of_cpu_[b]));
+  wakeup_ps_ = ps(profile_->value("wakeup_ns.futex"));
+  core_gbs_ = profile_->value("bandwidth_gbs.core");
+  node_gbs_ = profile_->value("bandwidth_gbs.node");
+  if (!(host_ghz > 0))
+    throw std::invalid_argument("host_ghz: " + std::to_string(host_ghz) + " (allowed: > 0, the host's clock)");
+  host_to_profile_ = host_ghz / ghz;
+  host_mark_.assign(n, 0);
+  bulk_ends_.assign(size_t(topo.nr_nodes()), {});
+  lines_.assign(size_t(1) << 16, LineState{});
+}
+
+vt::vtime CostModel::transfer(int a, int b) const { return transfer_ps_[size_t(a) * pu_of_cpu_.size() + size_t(b)]; }
+
+int CostModel::self() const {
+  const int c = vt::Simulator::current_cpu();
+  if (c < 0 || c >= nr_cpus()) throw std::logic_error("cost model: called outside the run's virtual CPUs");
+  return c;
+}
+
+void CostModel::restart_host_clock() {
+  if (costs_ == Costs::measured) host_mark_[size_t(self())] = host_ticks();
+}
+
+void CostModel::sync() {
+  vt::Simulator& sim = *vt::Simulator::current();
+  const int c = self();
+  if (costs_ == Costs::measured) {
+    const uint64_t now = host_ticks();
+    if (host_mark_[size_t(c)])
+      sim.advance(ps(double(now - host_mark_[size_t(c)]) * clock_calibration().ns_per_tick * host_to_profile_));
+    sim.sync();
+    host_mark_[size_t(c)] = host_ticks();
+    return;
+  }
+  sim.sync();
+}
+
+vt::vtime CostModel::now() const { return vt::Simulator::current()->now(); }
+
+void CostModel::pay(vt::vtime ps) { vt::Simulator::current()->advance(ps); }
+
+void CostModel::charge(Op o, uint64_t n) {
+  if (costs_ == Costs::table) vt::Simulator::current()->advance(op_ps_[size_t(o)] * n);
+}
+
+CostModel::LineState& CostModel::line(const void* p) {
+  const uint64_t key = (reinterpret_cast<uintptr_t>(p) >> 6) + 1;
+  if (2 * (nr_lines_ + 1) > lines_.size()) {  // keep the table at most half full
+    std::vector<LineState> old(lines_.size() * 2);
+    old.swap(lines_);
+    nr_lines_ = 0;
+    for (const LineState& l : old)
+      if (l.key) line(reinterpret_cast<const void*>((l.key - 1) << 6)) = l;
+  }
+  const size_t mask = lines_.size() - 1;
+  for (size_t i = size_t(key * 0x9e3779b97f4a7c15ull) & mask;; i = (i + 1) & mask) {
+    if (lines_[i].key == key) return lines_[i];
+    if (lines_[i].key == 0) {
+      lines_[i].key = key;
+      ++nr_lines_;
+      return lines_[i];
+    }
+  }
+}
+
+void CostModel::touch(const void* p, bool write) {
+  sync();
+  const int c = self();
+  LineState& l = line(p);
+  const auto holds = [&](int cpu) {
+    if (l.owner == cpu) return true;
+    for (int i = 0; i < l.nreaders; ++i)
+      if (l.readers[size_t(i)] == cpu) return true;
+    return false;
+  };
+  vt::vtime cost = op_ps_[size_t(Op::line_access)];
+  if (write) {
+    // RFO: fetch the line from its owner and invalidate every copy; the invalidations go out in parallel, so the
+    // farthest copy sets the time.
+    vt::vtime far = 0;
+    if (l.owner >= 0 && l.owner != c) far = transfer(l.owner, c);
+    for (int i = 0; i < l.nreaders; ++i)
+      if (l.readers[size_t(i)] != c) far = std::max(far, transfer(l.readers[size_t(i)], c));
+    if (l.many_readers && l.owner >= 0) far = std::max(far, transfer(l.owner, c));
+    cost += far;
+    l.owner = int16_t(c);
+    l.nreaders = 0;
+    l.many_readers = false;
+  } else if (!holds(c)) {
+    // A read miss: served by the nearest copy (the owner's, or a reader's).
+    vt::vtime near = l.owner >= 0 ? transfer(l.owner, c) : 0;
+    for (int i = 0; i < l.nreaders; ++i) near = std::min(near, transfer(l.readers[size_t(i)], c));
+    cost += near;
+    if (l.nreaders < l.readers.size())
+      l.readers[l.nreaders++] = int16_t(c);
+    else
+      l.many_readers = true;
+  }
+  vt::Simulator::current()->advance(cost);
+}
+
+void CostModel::bulk(uint64_t bytes, int node) {
+  if (costs_ == Costs::measured) return;  // the copy or clear really ran, and is in the host time
+  sync();
+  vt::Simulator& sim = *vt::Simulator::current();
+  const vt::vtime now = sim.now();
+  std::vector<vt::vtime>& ends = bulk_ends_.at(size_t(node));
+  std::erase_if(ends, [now](vt::vtime e) { return e <= now; });
+  const double share = node_gbs_ / double(ends.size() + 1);
+  const double gbs = std::min(core_gbs_, share);  // bytes per ns
+  const vt::vtime d = std::max<vt::vtime>(1, ps(double(bytes) / gbs));
+  ends.push_back(now + d);
+  sim.advance(d);
+}
+
+}  // namespace alloclab

@@ -1,0 +1,250 @@
+// Locks in virtual time: each kind's hand-off rule on a hand-built queue, what they add up to in lock_zoo on a
+// 64-CPU two-socket machine (ticket collapses as waiters grow, MCS does not; TTAS grows unfair), waits that can
+// never end, stops, and the options a virtual-clock run refuses.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "alloclab/base/scheduler.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/locks/lock.hpp"
+#include "mm_test_util.hpp"
+#include "test_profiles.hpp"
+
+using namespace alloclab;
+
+namespace {
+
+// Two sockets of `cores` cores each, one PU per core: same_llc 20 ns, remote 40 ns (test_profiles.hpp).
+std::shared_ptr<const MachineProfile> two_sockets(int cores) {
+  return test::test_profile("package:2 numa:1 l3:1 core:" + std::to_string(cores) + " pu:1", {"same_llc", "remote"});
+}
+
+// A release by `releaser` at `now` with waiters queued in `cpus` order, each having begun waiting at `began`.
+struct Queue {
+  explicit Queue(const CostModel& m, std::vector<int> cpus, vt::vtime began = 0) : costs(m) {
+    waiters.resize(cpus.size());
+    states.assign(size_t(m.nr_cpus()), VWaitState{began});
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      waiters[i].cpu = cpus[i];
+      list.push_back(waiters[i]);
+    }
+  }
+  VRelease release(int releaser, vt::vtime now) const { return {releaser, now, list, costs, states}; }
+
+  const CostModel& costs;
+  std::vector<vt::Waiter> waiters;
+  vt::WaiterList list;
+  std::vector<VWaitState> states;
+};
+
+CostModel model(int cores) {
+  std::vector<int> pus(size_t(2 * cores));
+  for (size_t i = 0; i < pus.size(); ++i) pus[i] = int(i);
+  return CostModel(two_sockets(cores), Costs::table, pus, 1.0);
+}
+
+constexpr vt::vtime kNs = vt::kNanosecond;
+
+TEST(VirtualHandoff, McsHandsToTheOldestAfterOneTransfer) {
+  const CostModel m = model(4);  // cpus 0-3 socket 0, 4-7 socket 1
+  const Queue q(m, {5, 1, 2});   // 5 (remote) is the oldest
+  const VHandoff h = McsSpinlock::vhandoff(q.release(0, 1000 * kNs));
+  ASSERT_EQ(h.nr_wakes, 1);
+  EXPECT_TRUE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, 1000 * kNs + 40 * kNs);
+}
+
+TEST(VirtualHandoff, TicketWaitsForTheReadsServedBeforeTheNextOwner) {
+  const CostModel m = model(4);
+  // The oldest (the next ticket) is remote: the nearer waiters' reads (20 ns each) are served before its own 40 ns.
+  const Queue far_first(m, {5, 1, 2});
+  VHandoff h = TicketSpinlock::vhandoff(far_first.release(0, 0));
+  EXPECT_TRUE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, (20 + 20 + 40) * kNs);
+  // The oldest is near: its read comes first among equals by CPU id.
+  const Queue near_first(m, {1, 2, 5});
+  h = TicketSpinlock::vhandoff(near_first.release(0, 0));
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, 20 * kNs);
+  // Every waiter more is one read more before the far owner's.
+  const Queue more(m, {5, 1, 2, 3, 6});
+  EXPECT_EQ(TicketSpinlock::vhandoff(more.release(0, 0)).wakes[0].at, (20 * 3 + 40) * kNs);
+}
+
+TEST(VirtualHandoff, TtasIsARaceTheNearestLookerWins) {
+  const CostModel m = model(4);
+  const vt::vtime step = m.spin_step();
+  // All began waiting at 0 and the release comes much later: every one is at the kMaxBackoff period, so they look
+  // at the same moment and the nearest (a same-socket CPU; among them the lowest id) wins; not owned.
+  const Queue q(m, {6, 3, 2});
+  const VHandoff h = TtasSpinlock::vhandoff(q.release(0, 5'000'000 * step));
+  ASSERT_EQ(h.nr_wakes, 1);
+  EXPECT_FALSE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 2);
+  EXPECT_GE(h.wakes[0].at, 5'000'000 * step);
+  EXPECT_LT(h.wakes[0].at, 5'000'000 * step + step * TtasSpinlock::kMaxBackoff);
+}
+
+TEST(VirtualHandoff, SleepingKindsWakeASpinnerAndTheOldestSleeper) {
+  const CostModel m = model(4);
+  const vt::vtime step = m.spin_step();
+  Queue q(m, {1, 2, 3});
+  q.states[1].began = 0;  // asleep by the release: its kSpins look are over
+  q.states[2].began = 0;
+  q.states[3].began = 1000 * step;  // still spinning
+  const VHandoff h = FutexMutex::vhandoff(q.release(0, 1000 * step + 10 * step));
+  ASSERT_EQ(h.nr_wakes, 2);
+  EXPECT_FALSE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 3);
+  EXPECT_EQ(h.wakes[0].at, 1000 * step + 10 * step);
+  EXPECT_EQ(h.wakes[1].cpu, 1);  // the oldest sleeper, one futex wake-up (5 us) later
+  EXPECT_EQ(h.wakes[1].at, 1010 * step + 5000 * kNs);
+  // pthread_mutex does not spin: only the oldest sleeper.
+  const VHandoff p = PthreadMutex::vhandoff(q.release(0, 1010 * step));
+  ASSERT_EQ(p.nr_wakes, 1);
+  EXPECT_EQ(p.wakes[0].cpu, 1);
+}
+
+double zoo(const char* kind, int threads, const char* figure) {
+  RunOptions opt;
+  opt.clock = ClockKind::virtual_time;
+  opt.machine = two_sockets(32);
+  opt.lockstat = false;
+  opt.placement = Placement::parse("scatter");
+  const RunResult r = run("lock_zoo",
+                          {{"threads", int64_t(threads)},
+                           {"iterations", int64_t(12'800 / threads)},
+                           {"hold_ns", int64_t(100)},
+                           {"think_ns", int64_t(200)},
+                           {"lock", std::string(kind)}},
+                          opt);
+  return std::get<double>(mmtest::summary_value(r, figure));
+}
+
+TEST(VirtualLockZoo, TicketCollapsesAsWaitersGrowAndMcsDoesNot) {
+  // Boyd-Wickizer et al., "Non-scalable locks are dangerous" (OLS 2012): ticket throughput falls with the number of
+  // waiters, MCS throughput stays at one transfer per hand-off.
+  std::vector<double> ticket, mcs;
+  for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+    ticket.push_back(zoo("ticket", n, "acquisitions_per_s"));
+    mcs.push_back(zoo("mcs", n, "acquisitions_per_s"));
+  }
+  EXPECT_EQ(ticket[0], mcs[0]);  // one CPU: no hand-off at all
+  for (size_t i = 3; i < ticket.size(); ++i) {
+    EXPECT_LT(ticket[i], mcs[i]) << "at " << (1 << i) << " CPUs";
+    EXPECT_LT(ticket[i], ticket[i - 1]) << "at " << (1 << i) << " CPUs";
+    EXPECT_GE(mcs[i], mcs[i - 1] * 0.99) << "at " << (1 << i) << " CPUs";
+  }
+  EXPECT_LT(ticket.back(), mcs.back() / 4);
+}
+
+TEST(VirtualLockZoo, TtasGrowsUnfairWithCpus) {
+  // The nearest spinner wins each race, so the far ones starve: max/min throughput grows (to infinity once one
+  // worker gets nothing in the common span), and Jain's index, defined throughout, falls.
+  EXPECT_LT(zoo("spin", 2, "fairness_max_min"), zoo("spin", 4, "fairness_max_min"));
+  EXPECT_LE(zoo("spin", 4, "fairness_max_min"), zoo("spin", 64, "fairness_max_min"));
+  const double at2 = zoo("spin", 2, "fairness_jain");
+  const double at8 = zoo("spin", 8, "fairness_jain");
+  const double at64 = zoo("spin", 64, "fairness_jain");
+  EXPECT_GT(at2, at8);
+  EXPECT_GT(at8, at64);
+  EXPECT_EQ(zoo("mcs", 64, "fairness_max_min"), zoo("ticket", 64, "fairness_max_min"));  // FIFO: both fair alike
+}
+
+TEST(VirtualLock, AWaitThatCanNeverEndNamesTheLockAndTheCpus) {
+  const auto profile = two_sockets(2);
+  CostModel m(profile, Costs::table, {0, 1, 2}, 1.0);
+  const CostScope scope(&m);
+  LockDomain d(LockConfig{}, true, false, &m);
+  d.reset_stats(3);
+  Lock l(d, "zone->lock");
+  vt::Simulator sim;
+  try {
+    sim.run(3, [&](int cpu) {
+      LockToken t;
+      l.lock(t);  // cpu 0 takes it and never lets go; 1 and 2 wait forever
+      (void)cpu;
+    });
+    FAIL() << "no deadlock reported";
+  } catch (const vt::VirtualDeadlock& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("zone->lock"), std::string::npos) << what;
+    EXPECT_NE(what.find("cpu 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("cpu 2"), std::string::npos) << what;
+  }
+}
+
+TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
+  const auto profile = two_sockets(2);
+  CostModel m(profile, Costs::table, {0, 2}, 1.0);  // one CPU on each socket
+  const CostScope scope(&m);
+  const VirtualClockScope vclock;
+  LockDomain d(LockConfig{}, true, false, &m);
+  d.reset_stats(2);
+  Lock l(d, "zone->lock");
+  vt::Simulator sim;
+  sim.run(2, [&](int cpu) {
+    d.attach(cpu, cpu == 0 ? 0 : 2);
+    for (int i = 0; i < 3; ++i) {
+      LockToken t;
+      l.lock(t);
+      spin_for_ticks(ns_to_ticks(100));  // a 100 ns hold
+      l.unlock(t);
+    }
+  });
+  const std::vector<LockStatRow> rows = d.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, 6u);
+  EXPECT_EQ(rows[0].hold_min_ns, 100.0);  // exactly: virtual time
+  EXPECT_EQ(rows[0].hold_max_ns, 100.0);
+  EXPECT_GT(rows[0].contentions, 0u);
+}
+
+TEST(VirtualRun, RefusesOptionsThatMakeNoSenseThere) {
+  const auto message = [](RunOptions opt) {
+    try {
+      run("lock_zoo", {}, opt);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  RunOptions v;
+  v.clock = ClockKind::virtual_time;
+  EXPECT_EQ(message(v).rfind("machine: required with clock='virtual'", 0), 0u) << message(v);
+  v.machine = two_sockets(2);
+  RunOptions with_model = v;
+  with_model.model = Topology::synthetic("node:2 core:1 pu:1");
+  EXPECT_EQ(message(with_model).rfind("topology: ", 0), 0u) << message(with_model);
+  RunOptions strict = v;
+  strict.strict = true;
+  EXPECT_EQ(message(strict).rfind("strict: ", 0), 0u) << message(strict);
+  RunOptions crowded = v;
+  crowded.placement.policy = Placement::Policy::list;
+  crowded.placement.pus = {0, 0};
+  EXPECT_EQ(message(crowded).rfind("placement: ", 0), 0u) << message(crowded);
+  RunOptions real;
+  real.machine = two_sockets(2);
+  EXPECT_EQ(message(real).rfind("machine: ", 0), 0u) << message(real);
+  real.machine = nullptr;
+  real.costs = Costs::measured;
+  EXPECT_EQ(message(real).rfind("costs: ", 0), 0u) << message(real);
+}
+
+TEST(VirtualRun, ATimeoutStopsIt) {
+  RunOptions opt;
+  opt.clock = ClockKind::virtual_time;
+  opt.machine = two_sockets(4);
+  opt.timeout_s = 0.2;
+  const RunResult r = run(
+      "lock_zoo", {{"threads", int64_t(8)}, {"iterations", int64_t(1'000'000'000)}, {"lock", std::string("mcs")}}, opt);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_reason.rfind("timeout after", 0), 0u) << r.stop_reason;
+}
+
+}  // namespace

@@ -1,0 +1,279 @@
+"""``alloclab calibrate``: measure the machine this process runs on and write a schema-1 machine profile.
+
+The measurements are the engine's (``_core.calibration``; methods in ``cpp/include/alloclab/lab/calibrate.hpp``). This
+module picks the PUs and sizes, converts the results to the profile's units, and gives every number a source that
+says ``calibrated on <cpu model> with alloclab calibrate on <date>`` and how the number was measured. Measure on a
+quiet machine: the load average before and after goes into the description.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from . import _core
+from .machines import profile_fields
+
+__all__ = ["calibrate", "to_toml"]
+
+_MIB = 1 << 20
+
+# Measurement sizes: (full, quick). Quick mode checks the tool, not the machine.
+_SIZES = {
+    "pairs_per_class": (4, 1),
+    "transfer_samples": (1000, 20),
+    "round_trips": (1000, 50),
+    "futex_samples": (2000, 20),
+    "futex_sleep_us": (200, 50),
+    "bandwidth_trials": (5, 1),
+    "clock_trials": (5, 1),
+    "op_trials": (11, 2),
+    "ops": (1_000_000, 10_000),
+}
+
+
+def calibrate(
+    *, quick: bool = False, name: str = "host", description: str | None = None, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Measure this host and return its profile as a TOML-ready dict (already validated by the engine).
+
+    Args:
+        quick: tiny measurements that finish in about a second. Their numbers are not meaningful, and the
+            description says so.
+        name: the profile's name.
+        description: what the machine is (e.g. ``"2-vCPU VM, ..."``). The CPU model, the load averages and the
+            mode are appended.
+        log: called with one line per finished measurement (e.g. ``print``).
+
+    Raises:
+        ValueError: the host cannot be measured (one PU only) or the result is not a valid profile.
+        RuntimeError: a measurement thread could not be pinned to its PU.
+    """
+    cpu = _cpu_model()
+    when = dt.datetime.now(dt.UTC).date().isoformat()
+    run = _Run(quick, f"calibrated on {cpu} with alloclab calibrate on {when}", log)
+    load_before, busy_before = os.getloadavg()[0], _other_runnable()
+    topology = _core.calibration.host_synthetic()
+    pairs = _core.calibration.host_transfer_pairs(run.size("pairs_per_class"))
+    if not pairs:
+        raise ValueError("calibrate: this host has a single PU; transfers and wake-ups need two")
+    pu0 = pairs[0][1][0][0]
+
+    clock = _clock(run, pu0)
+    ghz = clock["ghz"]["value"]
+    doc: dict[str, Any] = {
+        "clock": clock,
+        "transfer_ns": _transfers(run, pairs),
+        "wakeup_ns": _wakeup(run, *_wake_pair(pairs)),
+        "bandwidth_gbs": _bandwidth(run, pu0),
+        "op_cycles": _op_cycles(run, pu0, ghz),
+    }
+    load_after, busy_after = os.getloadavg()[0], _other_runnable()
+
+    host = _core.Topology.host()
+    about = f"{description}. " if description else ""
+    header = {
+        "schema": 1,
+        "name": name,
+        "description": (
+            f"{about}Calibrated with alloclab calibrate on {when}: {cpu}, {host.pus} PUs, {host.cores} cores, "
+            f"{host.nodes} NUMA node(s); 1-minute load average {load_before:.2f} before and {load_after:.2f} after, "
+            f"other runnable tasks {busy_before} before and {busy_after} after"
+            + (". QUICK MODE: the numbers check the tool, they do not describe the machine" if quick else "")
+        ),
+        "seeds": [],
+        "topology": topology,
+        "topology_source": f"hwloc's view of this host when calibrated on {when} ({cpu})",
+    }
+    doc = header | doc
+    _core.MachineProfile(*profile_fields(doc))  # the engine's checks, before anything is written
+    return doc
+
+
+def to_toml(doc: dict[str, Any]) -> str:
+    """Write a profile dict (as :func:`calibrate` returns it) as schema-1 TOML.
+
+    Strings are written as JSON strings, which are valid TOML basic strings. Each number is written as an inline
+    table ``{ value = ..., source = "..." }`` under its section.
+    """
+    lines = []
+    for key, value in doc.items():
+        if not isinstance(value, dict):
+            lines.append(f"{key} = {_toml_scalar(value)}")
+    for section, table in doc.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{section}]"]
+            for field, entry in table.items():
+                inner = ", ".join(f"{k} = {_toml_scalar(v)}" for k, v in entry.items())
+                lines.append(f"{field} = {{ {inner} }}")
+    return "\n".join(lines) + "\n"
+
+
+class _Run:
+    """One calibration: its mode, the prefix of every source string, and where progress lines go."""
+
+    def __init__(self, quick: bool, stamp: str, log: Callable[[str], None] | None):
+        self.quick = quick
+        self.stamp = stamp + (" (QUICK MODE: not a measurement)" if quick else "")
+        self.log = log
+
+    def size(self, key: str) -> int:
+        """A measurement size of this mode (see ``_SIZES``)."""
+        return _SIZES[key][1 if self.quick else 0]
+
+    def entry(self, value: float, how: str, shown: str) -> dict[str, Any]:
+        """A ``{value, source}`` table whose source is the stamp and ``how``; logs ``shown``."""
+        if self.log:
+            self.log(shown)
+        return {"value": float(f"{value:.3g}"), "source": f"{self.stamp}: {how}"}
+
+
+def _clock(run: _Run, pu: int) -> dict[str, Any]:
+    trials = run.size("clock_trials")
+    ghz = _core.calibration.core_ghz(pu, trials)
+    mhz = _cpuinfo_mhz()
+    if ghz > 0:
+        how = f"a chain of dependent 64-bit adds on PU {pu}, median of {trials} trials"
+        how += f" (/proc/cpuinfo: {mhz:g} MHz)" if mhz else ""
+    elif mhz:
+        ghz, how = mhz / 1000, "/proc/cpuinfo 'cpu MHz' (no add-chain measurement on this architecture)"
+    else:
+        raise ValueError("calibrate: cannot tell this host's clock (no add-chain measurement, no /proc/cpuinfo MHz)")
+    return {"ghz": run.entry(ghz, how, f"clock: {ghz:.3f} GHz")}
+
+
+def _transfers(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]]) -> dict[str, Any]:
+    samples, trips = run.size("transfer_samples"), run.size("round_trips")
+    out = {}
+    for cls, cls_pairs in pairs:
+        ns = statistics.median(_core.calibration.transfer_ns(a, b, samples, trips) for a, b in cls_pairs)
+        where = ", ".join(f"{a}-{b}" for a, b in cls_pairs)
+        how = (
+            f"CAS ping-pong on one cache line between pinned PUs {where} (ccbench / core-to-core-latency method, "
+            f"one way = round trip / 2), median of {samples} samples of {trips} round trips"
+            + (f", median over {len(cls_pairs)} PU pairs" if len(cls_pairs) > 1 else "")
+        )
+        out[cls] = run.entry(ns, how, f"transfer_ns.{cls}: {ns:.1f} ns (PUs {where})")
+    return out
+
+
+def _wakeup(run: _Run, waker: int, wakee: int) -> dict[str, Any]:
+    samples, sleep_us = run.size("futex_samples"), run.size("futex_sleep_us")
+    ns = _core.calibration.futex_wake_ns(waker, wakee, samples, sleep_us)
+    how = (
+        f"FUTEX_WAKE on PU {waker} until the FUTEX_WAIT sleeper pinned on PU {wakee} runs again, median of "
+        f"{samples} wake-ups {sleep_us} us apart"
+    )
+    return {"futex": run.entry(ns, how, f"wakeup_ns.futex: {ns:.0f} ns")}
+
+
+def _bandwidth(run: _Run, pu: int) -> dict[str, Any]:
+    calib, trials = _core.calibration, run.size("bandwidth_trials")
+    llc = calib.host_llc_bytes()
+    per_node, threads, node_bytes = [], 0, 0
+    for node in range(1) if run.quick else range(_core.Topology.host().nodes):
+        pus = calib.node_core_pus(node)
+        if pus:
+            threads, node_bytes = len(pus), _buffer_bytes(llc, len(pus), run.quick)
+            per_node.append(calib.copy_bandwidth_gbs(pus, node_bytes, trials))
+    core_bytes = _buffer_bytes(llc, 1, run.quick)
+    core = calib.copy_bandwidth_gbs([pu], core_bytes, trials)
+    copy = f"memcpy, bytes read + bytes written (as likwid-bench 'copy'), best of {trials}"
+    llc_text = f"the LLC is {llc // _MIB} MiB" if llc else "no cache size reported"
+    node = statistics.median(per_node)
+    node_how = (
+        f"{copy}; one thread per core of the node ({threads} threads), 2 x {node_bytes // _MIB} MiB per thread "
+        f"({llc_text})" + (f", median over the host's {len(per_node)} nodes" if len(per_node) > 1 else "")
+    )
+    return {
+        "node": run.entry(node, node_how, f"bandwidth_gbs.node: {node:.1f} GB/s"),
+        "core": run.entry(
+            core,
+            f"{copy}; one thread on PU {pu}, 2 x {core_bytes // _MIB} MiB ({llc_text})",
+            f"bandwidth_gbs.core: {core:.1f} GB/s",
+        ),
+    }
+
+
+def _op_cycles(run: _Run, pu: int, ghz: float) -> dict[str, Any]:
+    trials, ops = run.size("op_trials"), run.size("ops")
+    out = {}
+    for op, ns in _core.calibration.op_ns(pu, trials, ops):
+        how = f"{ns:.3g} ns x {ghz:.3g} GHz; {_OP_HOW[op]}, median of {trials} trials of {ops} operations on PU {pu}"
+        out[op] = run.entry(ns * ghz, how, f"op_cycles.{op}: {ns * ghz:.3g} cycles ({ns:.3g} ns)")
+    return out
+
+
+# What each op_cycles microbenchmark does (calibrate.cpp has the details): one entry per op of the engine's list
+# (_core.op_names(), ALLOCLAB_OPS in machine_profile.hpp); test_calibrate.py checks that they match.
+_OP_HOW = {
+    "atomic_rmw": "lock-prefixed fetch_add on an L1-resident line",
+    "line_access": "dependent loads around a random cycle of 256 cache lines (16 KiB, L1)",
+    "list_op": "list_move_tail on a 64-entry ListHead list (vmalloc/list.hpp), counted as list_del + list_add_tail",
+    "tree_step": "per level of lookups of random keys in a 1024-node rbtree (vmalloc/rbtree.hpp RbNode)",
+    "bitmap_word": "per word of find_next_bit over a 512-word bitmap with one bit every 64 words",
+    "page_init": "__init_single_page (memset + flags + refcount + mapcount) on a 64-byte struct page in L1",
+    "pause": "per PAUSE of back-to-back PAUSE instructions (cpu_pause(), the spin-wait hint of a spin loop)",
+}
+
+
+def _toml_scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_scalar(v) for v in value) + "]"
+    return repr(value)
+
+
+def _buffer_bytes(llc: int, threads: int, quick: bool) -> int:
+    """Bytes per buffer so that all threads' sources and destinations together cover at least 4 x the LLC."""
+    if quick:
+        return 4 * _MIB
+    per_thread = max(4 * llc // (2 * threads), 32 * _MIB)
+    return -(-per_thread // _MIB) * _MIB
+
+
+def _wake_pair(pairs: list[tuple[str, list[tuple[int, int]]]]) -> tuple[int, int]:
+    """The nearest pair of PUs on different cores (SMT siblings only when the host has nothing else)."""
+    for cls, cls_pairs in pairs:
+        if cls != "same_core":
+            return cls_pairs[0]
+    return pairs[0][1][0]
+
+
+def _other_runnable() -> int | str:
+    """Runnable tasks on the host besides this one (/proc/stat procs_running - 1), or "unknown"."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("procs_running"):
+                    return max(0, int(line.split()[1]) - 1)
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def _cpu_model() -> str:
+    for line in _cpuinfo():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return os.uname().machine
+
+
+def _cpuinfo_mhz() -> float | None:
+    for line in _cpuinfo():
+        if line.startswith("cpu MHz"):
+            return float(line.split(":", 1)[1])
+    return None
