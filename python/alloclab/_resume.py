@@ -5,7 +5,8 @@ type: ``hold_ns=0`` given explicitly is the default), every run option but the t
 digest of its structure, not its path; a virtual run's machine profile by its hash; its lock overrides in any order;
 its placement; whether lock_stat was on, as the row says), and its repeat. A resumed
 sweep reuses a saved ``ok`` row for each planned run with the same identity, one row per run (so duplicate grid
-values find their rows), unless the row has lost its figures or, for ``detail=True``, its per-worker rows. Saved
+values find their rows), unless the row has lost its headline figure (``elapsed_s`` NaN or missing) or, for
+``detail=True``, its per-worker rows. Saved
 rows that no planned run takes are kept in the directory (``kept.*``), out of the returned table; a later resume
 that plans their runs again reuses them.
 """
@@ -35,6 +36,8 @@ __all__ = ["Identities", "Saved", "SavedRun", "kept_tables", "machine_key_of"]
 
 # Run options that do not change what a run measures (they may differ between a saved sweep and its resume).
 RESUMABLE_OPTIONS = {"timeout_s", "exclusive"}
+# The figure every ok run has: a saved ok row without it (NaN, missing) has lost its figures and runs again.
+HEADLINE = "elapsed_s"
 # The column of a kept row that records its identity (kept rows come from sweeps whose meta data is gone).
 RUN_KEY = "run_key"
 
@@ -262,27 +265,16 @@ def _runs_of(
                 usable=row.get("status") == "ok" and _has_figures(row, figures),
             )
         )
-    _drop_lost_figures(runs, [c for c in table.columns if c not in front])
     return runs
 
 
-def _drop_lost_figures(runs: list[SavedRun], figure_columns: list[str]) -> None:
-    """An ok row with a NaN figure that every other ok row of its configuration has is not reused."""
-    groups: dict[str | None, list[SavedRun]] = defaultdict(list)
-    for r in runs:
-        if r.usable:
-            groups[r.identity].append(r)
-    for group in groups.values():
-        for r in group:
-            others = [o for o in group if o is not r]
-            if others and any(
-                _is_nan(r.row.get(c)) and all(not _is_nan(o.row.get(c)) for o in others) for c in figure_columns
-            ):
-                r.usable = False
-
-
 def _has_figures(row: Mapping[str, Any], figure_columns: Sequence[str]) -> bool:
-    """At least one numeric figure, and not all of them NaN."""
+    """The row still has its headline figure: ``elapsed_s``, which every run measures (a finite number of seconds),
+    or, in a table without that column (an alloclab from before it), at least one numeric figure that is not
+    missing. Other figures may be missing by design (lock_stat off, no window in which every worker ran)."""
+    if HEADLINE in figure_columns:
+        value = _plain(row.get(HEADLINE))
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     numbers = [row.get(c) for c in figure_columns if isinstance(_plain(row.get(c)), (int, float))]
     return any(not _is_nan(v) for v in numbers)
 

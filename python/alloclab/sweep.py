@@ -187,8 +187,9 @@ def sweep(
         resume: a directory saved by an earlier sweep of the same scenario (or ``True``: the ``out``
             directory). Its rows with ``status="ok"`` that ran what a run of this sweep runs (every parameter,
             given or defaulted; the run options, the topology by its structure; the repeat) are reused, not run
-            again, one per run; everything else (missing, ``error`` and ``stopped`` rows, ``ok`` rows that lost
-            their figures and, with ``detail=True``, rows without their per-worker rows) runs. The result holds
+            again, one per run; everything else (missing, ``error`` and ``stopped`` rows, ``ok`` rows whose
+            headline figure ``elapsed_s`` is NaN or missing and, with ``detail=True``, rows without their per-worker
+            rows) runs. The result holds
             both, in sweep order, as if the sweep had run at once; meta data ``reused_runs`` counts the reused
             ones. A directory that does not exist yet, or holds no saved result, starts a fresh sweep, so
             ``al.sweep(..., out=d, resume=d)`` can be repeated until complete. Saved rows that match no run of
