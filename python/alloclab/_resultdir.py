@@ -30,7 +30,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DamagedResult", "DirectoryLocked", "Files", "Writer", "holds_result", "json_object", "read_files"]
+__all__ = [
+    "DamagedResult",
+    "DirectoryLocked",
+    "Files",
+    "Writer",
+    "holds_result",
+    "json_object",
+    "read_files",
+    "table_file",
+]
 
 MANIFEST = "manifest.json"
 META = "meta.json"
@@ -377,6 +386,11 @@ def _read_unverified(directory: Path, roles: set[str]) -> Files:
         except DamagedResult as exc:
             out.damaged[role] = exc
     return out
+
+
+def table_file(name: str) -> bool:
+    """True for the name of a table file alloclab writes in a results directory (``data.parquet``, ``kept.csv``)."""
+    return bool(_FILE_NAME.match(name)) and not name.endswith(".json")
 
 
 def _safe_name(name: Any) -> bool:

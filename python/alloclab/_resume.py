@@ -27,12 +27,13 @@ from typing import Any
 
 import pandas as pd
 
+from . import _resultdir
 from ._catalogue import scenarios as _scenarios
 from ._resultdir import DamagedResult
 from .machines import Machine, machine
 from .topology import Topology
 
-__all__ = ["Identities", "Saved", "SavedRun", "kept_tables", "machine_key_of"]
+__all__ = ["Identities", "Saved", "SavedRun", "check_sweep_meta", "kept_tables", "machine_key_of"]
 
 # Run options that do not change what a run measures (they may differ between a saved sweep and its resume).
 RESUMABLE_OPTIONS = {"timeout_s", "exclusive"}
@@ -74,12 +75,13 @@ class Identities:
                 value = dict(item.partition("=")[::2] for item in value.split(",") if item)
             return sorted((str(k), str(v)) for k, v in (value or {}).items()) if isinstance(value, Mapping) else value
         if name == "placement":
-            if isinstance(value, str) and value not in ("compact", "scatter"):  # a saved label "0,2,1"
+            items = value.split(",") if isinstance(value, str) and value not in ("compact", "scatter") else value
+            if isinstance(items, (list, tuple)):  # a list of PUs, or its saved label "0,2,1"
                 try:
-                    return [int(p) for p in value.split(",")]
-                except ValueError:
-                    return value
-            return value if isinstance(value, str) else [int(p) for p in value]
+                    return [int(p) for p in items]
+                except (TypeError, ValueError, OverflowError):
+                    pass
+            return value  # a policy name, or a value that is no placement (a mismatch, never an error here)
         if name in ("lockstat", "strict") and isinstance(value, str):
             return value == "True"
         return value
@@ -150,7 +152,8 @@ class Saved:
         """The saved runs of ``path`` (``None`` when it holds no result); ``front_columns`` are a sweep table's key
         and status columns (the others, after the parameters, are figures). Damaged files are reported as warnings
         naming the runs that run again, and, with ``set_aside`` (the sweep saves into ``path``), renamed to
-        ``<name>.damaged`` so that the new save does not replace them; the rest is reused.
+        ``<name>.damaged`` so that the new save does not replace them; the rest is reused. A directory whose meta.json
+        or data table cannot be used has no run to reuse: with ``set_aside`` every file of it is set aside.
 
         Raises:
             ValueError: ``path`` holds a result of another kind or scenario, or of other run options.
@@ -159,22 +162,27 @@ class Saved:
 
         try:
             loaded, damaged = results._load(path)
+            check_sweep_meta(path / _resultdir.META, loaded.meta)
         except FileNotFoundError:
             return None
         except DamagedResult as exc:
             damaged, loaded = [exc], None
         for problem in damaged:
             warnings.warn(f"resume: {problem}", stacklevel=4)
-            if set_aside and problem.path.parent == path and problem.path.exists():
-                problem.path.rename(path / f"{problem.path.name}.damaged")
+            if set_aside and problem.path.parent == path:
+                _set_aside(problem.path)
         if loaded is None:
+            if set_aside:
+                for file in path.iterdir():
+                    if file.name == _resultdir.META or _resultdir.table_file(file.name):
+                        _set_aside(file)
             return cls(path, {}, [])
         meta = loaded.meta
         if meta.get("kind") != "sweep" or meta.get("scenario") != scenario:
             what = f"a {meta.get('kind')} of {meta.get('scenario')!r}"
             raise ValueError(f"resume: {path} holds {what}, not a sweep of {scenario!r}; use another directory")
-        saved_topologies = meta.get("topologies") if isinstance(meta.get("topologies"), dict) else {}
-        saved_machines = meta.get("machines") if isinstance(meta.get("machines"), dict) else {}
+        saved_topologies = meta.get("topologies") or {}
+        saved_machines = meta.get("machines") or {}
 
         def saved_topology_key(label: Any) -> str:
             known = isinstance(label, str) and label in saved_topologies
@@ -186,9 +194,9 @@ class Saved:
 
         saved_ids = Identities(scenario, saved_topology_key, saved_machine_key)
         now_ids = Identities(scenario, topology_key)
-        saved_grid = list(meta.get("grid") or {}) if isinstance(meta.get("grid"), dict) else []
-        saved_fixed = list(meta.get("fixed") or {}) if isinstance(meta.get("fixed"), dict) else []
-        saved_options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+        saved_grid = list(meta.get("grid") or {})
+        saved_fixed = list(meta.get("fixed") or {})
+        saved_options = meta.get("options") or {}
         for name, value in options.items():
             if name in RESUMABLE_OPTIONS or name not in saved_options or name in axes or name in saved_grid:
                 continue
@@ -197,7 +205,7 @@ class Saved:
                     f"resume: {path} was swept with {name}={saved_options[name]!r}, this sweep has {name}="
                     f"{_display(value)!r}; resume with the same options or save to another directory"
                 )
-        defaults = meta.get("defaults") if isinstance(meta.get("defaults"), dict) else {}
+        defaults = meta.get("defaults") or {}
         columns = [c for c in [*saved_grid, *saved_fixed] if c in loaded.data.columns]
 
         def identity(row: dict[str, Any]) -> tuple[str, list[str]]:
@@ -237,6 +245,53 @@ class Saved:
                 queue.popleft()  # replaced by the run's new row
         kept = [s for queue in by_key.values() for s in queue]
         return reused, kept
+
+
+# The entries of a sweep's meta.json that a resume reads, and the JSON kind each must be when present: "mapping", or
+# "mapping of lists" (an axis or a varying provenance key lists its values).
+_META_ENTRIES = {
+    "grid": "mapping of lists",
+    "fixed": "mapping",
+    "defaults": "mapping",
+    "options": "mapping",
+    "topologies": "mapping",
+    "machines": "mapping",
+    "provenance": "mapping",
+    "provenance_varying": "mapping of lists",
+}
+
+
+def check_sweep_meta(path: Path, meta: Mapping[str, Any]) -> None:
+    """Raises DamagedResult naming ``path`` (the meta.json) and the entry when an entry a resume reads is not of the
+    kind alloclab writes (see ``_META_ENTRIES``); absent entries are fine (an older alloclab wrote fewer)."""
+    for name, kind in _META_ENTRIES.items():
+        value = meta.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise DamagedResult(path, f"its {name!r} is a JSON {_json_kind(value)}, not a {kind}")
+        if kind == "mapping of lists":
+            for key, values in value.items():
+                if not isinstance(values, list):
+                    raise DamagedResult(path, f"its {name!r} gives {key!r} a JSON {_json_kind(values)}, not a list")
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _set_aside(file: Path) -> None:
+    """Renames a file of a results directory to ``<name>.damaged`` (``.damaged.1``, ... when taken) so that a save
+    does not replace it: a damaged file is kept, never deleted."""
+    if not file.exists():
+        return
+    target = file.with_name(f"{file.name}.damaged")
+    n = 0
+    while target.exists():
+        n += 1
+        target = file.with_name(f"{file.name}.damaged.{n}")
+    file.rename(target)
 
 
 def _runs_of(

@@ -1,6 +1,7 @@
 """Damaged or hostile results directories: every problem is a DamagedResult naming the file and the problem (and the
 runs whose rows are lost), never an AttributeError, TypeError, KeyError, RecursionError or OverflowError; nothing
-outside the directory is read; a FIFO is not waited on. Each case is a directory a real sweep wrote, then damaged."""
+outside the directory is read; a FIFO is not waited on. Each case is a directory a real sweep wrote, then damaged; a
+resume of a damaged or hostile directory warns or refuses by name, and never deletes a saved row."""
 
 from __future__ import annotations
 
@@ -339,3 +340,81 @@ def test_a_resume_of_a_damaged_directory_runs_the_lost_runs_again_and_says_so(sa
     loaded = al.results.load(d)
     pd.testing.assert_frame_equal(loaded.workers, result.workers)
     assert (d / "workers.csv.damaged").read_text() == "garbage"  # set aside, not deleted
+
+
+def _resume(d: Path) -> al.SweepResult:
+    return al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, out=d, resume=True,
+                    iterations=50)  # fmt: skip
+
+
+# meta.json entries a resume reads, given JSON of another kind: the directory's result cannot be used, so the resume
+# says which entry is wrong, sets every file aside (nothing is deleted) and runs every run again.
+HOSTILE_ENTRIES = {
+    "options": [1],
+    "grid": [1],
+    "fixed": "threads",
+    "defaults": [1],
+    "topologies": [1],
+    "machines": 5,
+    "provenance": [1],
+    "provenance_varying": [1],
+}
+
+
+@pytest.mark.parametrize("entry", sorted(HOSTILE_ENTRIES))
+def test_a_meta_entry_of_another_kind_is_named_and_the_resume_runs_afresh(saved, tmp_path, entry):
+    d = _copy(saved, tmp_path)
+    data = _name(d, "data")
+    _edit_json(d, "meta.json", lambda m: m.update({entry: HOSTILE_ENTRIES[entry]}))
+    with pytest.warns(UserWarning, match=rf"^resume: {d}/meta.json: its '{entry}' is a JSON \w+, not a mapping"):
+        result = _resume(d)
+    assert result.meta["reused_runs"] == 0 and len(result.runs) == 3
+    assert (d / f"{data}.damaged").exists() and (d / "meta.json.damaged").exists()  # set aside, not deleted
+
+
+@pytest.mark.parametrize("entry", ["grid", "provenance_varying"])
+def test_an_axis_or_varying_key_that_is_not_a_list_is_named(saved, tmp_path, entry):
+    d = _copy(saved, tmp_path)
+    _edit_json(d, "meta.json", lambda m: m.update({entry: {"threads": 5}}))
+    with pytest.warns(UserWarning, match=rf"its '{entry}' gives 'threads' a JSON number, not a list"):
+        assert _resume(d).meta["reused_runs"] == 0
+
+
+# Saved run options that are no valid option (placement 5, locks as a list, ...): the resume compares them with its
+# own and refuses the directory by name, as for any other options; it never fails on them.
+HOSTILE_OPTIONS = {
+    "placement": [5, [[1]], ["a"]],
+    "locks": [5, [1, 2]],
+    "topology": [[1], {"a": 1}, "100 100 100"],
+    "machine": [["x"], "no-such-profile"],
+    "lockstat": [[True]],
+}
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [(o, v) for o, values in HOSTILE_OPTIONS.items() for v in values], ids=str
+)
+def test_a_saved_option_that_is_no_option_refuses_the_resume_by_name(saved, tmp_path, option, value):
+    d = _copy(saved, tmp_path)
+    _edit_json(d, "meta.json", lambda m: m["options"].update({option: value}))
+    with pytest.raises(ValueError, match=rf"^resume: {d} was swept with {option}="):
+        _resume(d)
+
+
+@pytest.mark.parametrize(("option", "fifo"), [("topology", "m.xml"), ("machine", "m.toml")])
+def test_a_saved_topology_or_machine_path_to_a_fifo_is_not_read(saved, tmp_path, option, fifo):
+    """A saved label that names a FIFO (as an hwloc XML or a TOML profile) is compared as text, never opened (in a
+    child process: a regression would block on the FIFO)."""
+    d = _copy(saved, tmp_path)
+    os.mkfifo(tmp_path / fifo)
+    _edit_json(d, "meta.json", lambda m: m["options"].update({option: str(tmp_path / fifo)}))
+    code = f"""
+        import alloclab as al
+        try:
+            al.sweep("lock_zoo", grid={{"threads": [1, 0, 2]}}, progress=False, out={str(d)!r}, resume=True,
+                     iterations=50)
+        except ValueError as exc:
+            print(exc)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert f"was swept with {option}={str(tmp_path / fifo)!r}," in out.stdout, out.stderr
