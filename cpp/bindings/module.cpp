@@ -243,8 +243,10 @@ PYBIND11_MODULE(_core, m) {
         py::arg("costs") = py::none());
   register_machine_profile(m);
   register_calibration(m);
-  m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::call_guard<py::gil_scoped_release>(),
-        "Stops every run in flight in this process (each returns stopped, with `reason`); returns how many.");
+  m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::arg("abandon") = false,
+        py::call_guard<py::gil_scoped_release>(),
+        "Stops every run in flight in this process (each returns stopped, with `reason`; with `abandon` a run in its "
+        "teardown ends it and raises KeyboardInterrupt instead); returns how many.");
   m.def("runs_in_flight", &runs_in_flight, py::call_guard<py::gil_scoped_release>());
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -412,6 +413,41 @@ TEST(Runner, StopAllRunsStopsARunInAnotherThread) {
   EXPECT_TRUE(ra.stopped);
   EXPECT_EQ(ra.stop_reason, "told to");
   EXPECT_EQ(runs_in_flight(), 0);
+}
+
+TEST(Runner, StopAllRunsEndsARunInItsSetUpWithAStoppedResult) {
+  // Ctrl-C in Python's main thread while another thread's run builds its model: the set-up ends at its next
+  // interruption point (it would never end on its own) and the run says where it stopped.
+  EndlessSetUp sc;
+  RunResult r;
+  std::thread t([&] { r = run_scenario(sc, "endless", Params(), RunOptions()); });
+  while (runs_in_flight() == 0) std::this_thread::yield();
+  EXPECT_EQ(stop_all_runs("told to"), 1);
+  t.join();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop_reason, "told to, during set-up (no worker ran)");
+  EXPECT_TRUE(r.workers.empty());
+  EXPECT_FALSE(sc.worked);
+}
+
+TEST(Runner, AnAbandoningStopEndsTheTeardownToo) {
+  // Interpreter exit: nobody will use the result, so a teardown that would never end on its own ends at its next
+  // interruption point, and the run throws instead of returning.
+  EndlessTeardown sc;
+  std::exception_ptr error;
+  std::thread t([&] {
+    try {
+      run_scenario(sc, "endless", Params(), RunOptions());
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  while (runs_in_flight() == 0) std::this_thread::yield();
+  EXPECT_EQ(stop_all_runs("exit", /*abandon=*/true), 1);
+  t.join();
+  ASSERT_TRUE(error);
+  EXPECT_THROW(std::rethrow_exception(error), RunInterrupted);
+  EXPECT_GE(sc.steps, 1u);
 }
 
 TEST(Runner, TwoWorkersOnOneHostPuAreOversubscribed) {

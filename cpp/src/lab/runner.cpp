@@ -50,18 +50,24 @@ struct Control {
   std::condition_variable cv;
   int done = 0;  // workers finished
   std::exception_ptr error;
-  std::string stop_reason;  // set with stop by someone other than this run's controller (stop_all_runs)
+  std::string stop_reason;             // set with stop by someone other than this run's controller (stop_all_runs)
+  std::atomic<bool> abandoned{false};  // stop_all_runs(..., abandon): the teardown ends too
 
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> g(mu);
     if (!error) error = std::move(e);
     stop.store(true);
   }
-  void stop_for(const std::string& why) {
+  void stop_for(const std::string& why, bool abandon) {
     std::lock_guard<std::mutex> g(mu);
     if (stop_reason.empty()) stop_reason = why;
+    if (abandon) abandoned.store(true);
     stop.store(true);
     cv.notify_all();
+  }
+  std::string stopped_because() {
+    std::lock_guard<std::mutex> g(mu);
+    return stop_reason;
   }
   void count_done() {
     std::lock_guard<std::mutex> g(mu);
@@ -112,7 +118,7 @@ class Registration {
       if (stop) ctl.stop.store(true);
     }
     std::erase(reg.waiting, &ctl);
-    if (ctl.stop.load()) throw RunInterrupted(false);
+    if (ctl.stop.load()) throw RunInterrupted(RunInterrupted::Cause::interrupted);
     for (const InFlight& r : reg.runs) others += r.workers;
     reg.runs.push_back({&ctl, workers, exclusive});
   }
@@ -227,10 +233,10 @@ void append_lock_counts(const std::vector<LockExpectation>& expected, RunResult&
 
 }  // namespace
 
-int stop_all_runs(const std::string& reason) {
+int stop_all_runs(const std::string& reason, bool abandon) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> g(reg.mu);
-  for (const InFlight& r : reg.runs) r.ctl->stop_for(reason);
+  for (const InFlight& r : reg.runs) r.ctl->stop_for(reason, abandon);
   for (Control* c : reg.waiting) c->stop.store(true);
   reg.cv.notify_all();
   return int(reg.runs.size() + reg.waiting.size());
@@ -406,6 +412,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   // timeout_s counts from here, in host time: it ends the set-up (its interruption points) and then the workers.
   const auto t_start = std::chrono::steady_clock::now();
   RunEnv env{machine, locks, slots, opt.seed, spin_yield, &opt.poll};
+  env.stop = &ctl.stop;
+  env.abandoned = &ctl.abandoned;
   if (opt.timeout_s > 0)
     env.deadline = host_ticks() + uint64_t(std::min(opt.timeout_s, 1e9) * 1e9 * clock_calibration().ticks_per_ns);
 
@@ -472,9 +480,11 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   try {
     sc->prepare(env);
   } catch (const RunInterrupted& e) {
-    if (!e.timed_out) throw;  // Ctrl-C: the caller raises KeyboardInterrupt; nothing has started
+    if (e.cause == RunInterrupted::Cause::interrupted) throw;  // Ctrl-C: the caller raises KeyboardInterrupt
     r.stopped = true;
-    r.stop_reason = "timeout after " + std::to_string(opt.timeout_s) + " s, during set-up (no worker ran)";
+    r.stop_reason = (e.cause == RunInterrupted::Cause::timeout ? "timeout after " + std::to_string(opt.timeout_s) + " s"
+                                                               : ctl.stopped_because()) +
+                    ", during set-up (no worker ran)";
     describe(read_host_load());
     return r;
   }
@@ -665,7 +675,9 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   r.lockstat_on = opt.lockstat;
 
   r.summary.emplace_back("elapsed_s", r.elapsed_s);
-  env.deadline = 0;  // the checks and teardown after the run always finish, unless Ctrl-C ends them
+  // The checks and teardown after the run always finish, unless Ctrl-C or an abandoning stop_all_runs ends them.
+  env.deadline = 0;
+  env.stop = nullptr;
   const std::vector<LockExpectation> expected =
       r.stopped ? std::vector<LockExpectation>{} : sc->lock_expectations(env, r);
   check_lock_counts(expected, r);

@@ -84,8 +84,11 @@ RunResult run_scenario(Scenario& sc, const std::string& name, const Params& para
 std::string version();
 
 // Stops every run in flight in this process (Ctrl-C in Python's main thread, interpreter exit); each returns
-// stopped, with `reason`. Returns how many it stopped.
-int stop_all_runs(const std::string& reason);
+// stopped, with `reason` (a run in its set-up ends it at its next interruption point: "<reason>, during set-up (no
+// worker ran)"), and a run still waiting for its turn throws RunInterrupted. With `abandon` (nobody will use the
+// results: the interpreter is exiting) a run's teardown ends at its next interruption point too, and run() throws
+// RunInterrupted. Returns how many it stopped.
+int stop_all_runs(const std::string& reason, bool abandon = false);
 // Runs in flight in this process right now.
 int runs_in_flight();
 

@@ -31,14 +31,22 @@
 
 namespace alloclab {
 
-// Thrown by RunEnv::interruption_point() when the run must stop during set-up or teardown: Ctrl-C (the run's poll
-// said stop) or, during set-up, its timeout; and by the runner when a run is stopped while it waits for its turn.
-// The runner ends the run: a Ctrl-C propagates (nothing is returned), a timeout during set-up gives a result with
-// stopped=True and no worker figures.
+// Thrown by RunEnv::interruption_point() when the run must stop during set-up or teardown, and by the runner when a
+// run is stopped while it waits for its turn. The runner ends the run: an interrupted run propagates it (nothing is
+// returned); a timeout or a stop from another thread during set-up gives a result with stopped=True and no worker
+// figures.
 struct RunInterrupted : std::runtime_error {
-  explicit RunInterrupted(bool timed_out)
-      : std::runtime_error(timed_out ? "timeout during set-up" : "interrupted"), timed_out(timed_out) {}
-  bool timed_out;
+  enum class Cause : uint8_t {
+    interrupted,  // Ctrl-C (the run's poll said stop), or a run abandoned by stop_all_runs: its result is not wanted
+    timeout,      // its timeout_s, during set-up
+    stopped,      // stop_all_runs (Ctrl-C in Python's main thread), during set-up
+  };
+  explicit RunInterrupted(Cause cause)
+      : std::runtime_error(cause == Cause::timeout   ? "timeout during set-up"
+                           : cause == Cause::stopped ? "stopped during set-up"
+                                                     : "interrupted"),
+        cause(cause) {}
+  Cause cause;
 };
 
 struct RunEnv {
@@ -49,26 +57,37 @@ struct RunEnv {
   bool oversubscribed;
   const std::function<bool()>* poll = nullptr;  // RunOptions::poll (Ctrl-C), or none
   uint64_t deadline = 0;  // host_ticks() at which the run's timeout_s ends its set-up; 0: none (and in teardown)
+  // Set by stop_all_runs from another thread: `stop` ends the set-up (none in teardown, which then completes),
+  // `abandoned` the teardown too (nobody wants the result).
+  const std::atomic<bool>* stop = nullptr;
+  const std::atomic<bool>* abandoned = nullptr;
   // Ctrl-C was seen (by the runner while the workers ran, or here): every later interruption point throws, so the
   // teardown of a run whose result is thrown away ends at once.
   mutable bool interrupted = false;
 
   // For the loops of prepare() and finish() that may run for seconds (millions of pages, areas or folios), cheap
-  // enough to call at every step: about every 50 ms of host time (in either clock) it asks the run's poll and the
-  // deadline, and throws RunInterrupted when the run must stop. It acts only on the thread that runs prepare() and
-  // finish(), outside the virtual CPUs; on a worker (model code shared with work(), on a worker thread or a virtual
-  // CPU's fiber) it does nothing, workers stop through WorkerCtx::stopped().
+  // enough to call at every step: every 64 calls it looks at the stop flags, about every 50 ms of host time (in
+  // either clock) it asks the run's poll and the deadline, and throws RunInterrupted when the run must stop. It acts
+  // only on the thread that runs prepare() and finish(), outside the virtual CPUs; on a worker (model code shared
+  // with work(), on a worker thread or a virtual CPU's fiber) it does nothing, workers stop through
+  // WorkerCtx::stopped().
   void interruption_point() const {
+    using Cause = RunInterrupted::Cause;
     if (std::this_thread::get_id() != controller_ || vt::current_cpu() >= 0) return;
-    if (interrupted) throw RunInterrupted(false);
+    if (interrupted) throw RunInterrupted(Cause::interrupted);
     if (++calls_ % 64) return;
+    if (abandoned && abandoned->load(std::memory_order_relaxed)) {
+      interrupted = true;
+      throw RunInterrupted(Cause::interrupted);
+    }
+    if (stop && stop->load(std::memory_order_relaxed)) throw RunInterrupted(Cause::stopped);
     const uint64_t now = host_ticks();
     if (now - last_poll_ < poll_ticks_) return;
     last_poll_ = now;
-    if (deadline && now >= deadline) throw RunInterrupted(true);
+    if (deadline && now >= deadline) throw RunInterrupted(Cause::timeout);
     if (poll && *poll && (*poll)()) {
       interrupted = true;
-      throw RunInterrupted(false);
+      throw RunInterrupted(Cause::interrupted);
     }
   }
   // The same check as a callable, for model code below the lab layer (mm::InterruptionPoint). Model objects may
