@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -12,10 +13,13 @@
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_class.hpp"
 #include "alloclab/topology/topology.hpp"
+#include "gil_gate.hpp"
 #include "register.hpp"
 
 namespace py = pybind11;
 using namespace alloclab;
+using alloclab::bindings::gil_gate;
+using alloclab::bindings::wait_for_process_exit;
 
 namespace {
 
@@ -145,21 +149,35 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   }
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
-  // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined.
+  // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined. At interpreter exit the
+  // GIL is not taken again (GilGate): the poll then says stop.
   PyObject *etype = nullptr, *evalue = nullptr, *etb = nullptr;
   opt.poll = [&]() {
+    if (!gil_gate().enter()) return true;
     py::gil_scoped_acquire gil;
+    gil_gate().taken();
     if (PyErr_CheckSignals() == 0) return false;
     PyErr_Fetch(&etype, &evalue, &etb);
     return true;
   };
   RunResult r;
+  std::exception_ptr error;
+  PyThreadState* state = PyEval_SaveThread();
+  gil_gate().left_python();
   try {
-    py::gil_scoped_release nogil;
     r = run(scenario, given, opt);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!gil_gate().enter()) wait_for_process_exit();  // the interpreter is exiting; every worker has been joined
+  PyEval_RestoreThread(state);
+  gil_gate().taken();
+  gil_gate().back_in_python();
+  try {
+    if (error) std::rethrow_exception(error);
   } catch (const RunInterrupted& e) {
     // Stopped by this thread's Ctrl-C during set-up or teardown (the poll fetched the KeyboardInterrupt, raised
-    // below), or by stop_all_runs (Ctrl-C in the main thread while this run waited in another one).
+    // below), by stop_all_runs while this run waited for its turn, or abandoned by it (interpreter exit).
     if (!etype) {
       PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
       throw py::error_already_set();
@@ -248,6 +266,12 @@ PYBIND11_MODULE(_core, m) {
         "Stops every run in flight in this process (each returns stopped, with `reason`; with `abandon` a run in its "
         "teardown ends it and raises KeyboardInterrupt instead); returns how many.");
   m.def("runs_in_flight", &runs_in_flight, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "runs_outside_python", [] { return gil_gate().runs_outside(); }, py::call_guard<py::gil_scoped_release>(),
+      "alloclab.run calls that released the GIL and have not taken it back.");
+  m.def(
+      "close_gil_gate", [] { gil_gate().close(); }, py::call_guard<py::gil_scoped_release>(),
+      "From here on no run's thread takes the GIL again (interpreter exit; see _lifecycle).");
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {
     py::list l;

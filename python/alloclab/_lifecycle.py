@@ -3,9 +3,13 @@
 Python delivers Ctrl-C to the main thread only, and each run polls for it from its own controlling thread, so a run
 started by another Python thread would never see it. Importing alloclab therefore chains a small SIGINT handler in
 front of the current one (only in the main thread, and only while that handler is Python's default or a Python
-callable): it stops every run in flight in the process, then calls the handler it replaced, which raises
-``KeyboardInterrupt`` as before. At interpreter exit an ``atexit`` hook stops every run and waits (without the
-GIL) until they have ended, so that no worker thread is still running when Python finalizes.
+callable): it stops every run in flight in the process (a run in its set-up ends it), then calls the handler it
+replaced, which raises ``KeyboardInterrupt`` as before. At interpreter exit an ``atexit`` hook stops every run and
+waits (without the GIL) until their threads are back in Python, so that no worker thread is still running when
+Python finalizes; a run still tearing down after ``EXIT_WAIT_S`` is abandoned (its teardown ends at its next
+interruption point) and waited for again. Then it closes the GIL gate: a run's thread that comes back later never
+takes the GIL (Python would end it with ``pthread_exit``, which aborts a thread inside C++), it waits for the
+process to end instead.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from . import _core
 
 __all__ = ["install"]
 
-#: How long interpreter exit waits for stopped runs to end (each stops within about 50 ms).
+#: How long interpreter exit waits for stopped runs to end (each stops within about 50 ms, but its teardown may take
+#: seconds), and then again for abandoned ones.
 EXIT_WAIT_S = 10.0
 
 _installed = False
@@ -38,11 +43,16 @@ def _stop_on_interrupt(previous: Any):
 
 
 def _stop_at_exit() -> None:
-    if _core.stop_all_runs("interpreter exit") == 0:
-        return
-    deadline = time.monotonic() + EXIT_WAIT_S
-    while _core.runs_in_flight() and time.monotonic() < deadline:
-        time.sleep(0.01)  # releases the GIL: the stopped runs' threads can return to Python
+    """Stops every run, waits for their threads to come back to Python (abandoning the runs that take too long),
+    then closes the GIL gate."""
+    for abandon in (False, True):
+        _core.stop_all_runs("interpreter exit", abandon)
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while _core.runs_outside_python() and time.monotonic() < deadline:
+            time.sleep(0.01)  # releases the GIL: the stopped runs' threads can return to Python
+        if not _core.runs_outside_python():
+            break
+    _core.close_gil_gate()
 
 
 def install() -> None:

@@ -179,6 +179,79 @@ def test_interpreter_exit_with_a_run_in_a_daemon_thread_stops_it_cleanly():
     assert time.monotonic() - t0 < 60
 
 
+def _child(script: str) -> subprocess.Popen:
+    """A Python child running ``script`` (its SIGINT handler is Python's, as in a terminal)."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_ctrl_c_that_interrupts_a_join_on_a_run_in_a_daemon_thread_exits_cleanly():
+    """The reproducer: Ctrl-C interrupts ``join()`` on a thread whose run is going, then the script ends. The run is
+    stopped and its threads joined; the interpreter exits with the KeyboardInterrupt, not SIGABRT."""
+    child = _child(
+        """
+        import threading, time
+        import alloclab as al
+        from alloclab import _core
+        t = threading.Thread(target=lambda: al.run("lock_zoo", threads=2, iterations=10**9), daemon=True)
+        t.start()
+        while _core.runs_in_flight() == 0:
+            time.sleep(0.01)
+        print("joining", flush=True)
+        t.join()
+        """
+    )
+    assert child.stdout.readline().strip() == "joining"
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 1, err  # an uncaught KeyboardInterrupt
+    assert "KeyboardInterrupt" in err and "terminate called" not in err
+
+
+@pytest.mark.parametrize("clock", ["real", "virtual"])
+def test_interpreter_exit_that_cannot_wait_for_a_run_never_aborts(clock):
+    """When exit stops waiting for a run (a teardown longer than the wait; here the wait is 0), the run's thread
+    must not take the GIL while Python finalizes (CPython would pthread_exit it inside C++: SIGABRT). It stops,
+    joins its workers and waits for the process to end."""
+    machine = ', machine="host"' if clock == "virtual" else ""
+    child = _child(
+        f"""
+        import threading, time
+        import alloclab as al
+        from alloclab import _core, _lifecycle
+        _lifecycle.EXIT_WAIT_S = 0
+        threading.Thread(target=lambda: al.run("lock_zoo", threads=2, iterations=10**9, clock={clock!r}{machine}),
+                         daemon=True).start()
+        while _core.runs_in_flight() == 0:
+            time.sleep(0.01)
+        print("exiting", flush=True)
+        """
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.strip() == "exiting" and "terminate called" not in err
+
+
+def test_interpreter_exit_during_a_run_s_set_up_in_a_daemon_thread_exits_cleanly():
+    """Exit while another thread's run is building a large model: the set-up ends at its next interruption point
+    (it used to run on while the exit waited for it; the runner's side is tested in test_lab.cpp without a clock) and
+    the interpreter exits normally."""
+    child = _child(
+        """
+        import threading, time
+        import alloclab as al
+        from alloclab import _core
+        threading.Thread(target=lambda: al.run("page_alloc", node_pages=1 << 23), daemon=True).start()
+        while _core.runs_in_flight() == 0:
+            time.sleep(0.001)
+        print("exiting", flush=True)
+        """
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.strip() == "exiting" and "terminate called" not in err
+
+
 def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagged(monkeypatch):
     real, calls = sweep_module.run, []
 
