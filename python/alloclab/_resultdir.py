@@ -39,6 +39,7 @@ __all__ = [
     "json_object",
     "read_files",
     "table_file",
+    "utc_now",
 ]
 
 MANIFEST = "manifest.json"
@@ -149,7 +150,7 @@ class Writer:
                 "or choose another directory"
             ) from None
         try:
-            holder = f"pid {os.getpid()} on {socket.gethostname()} since {_utc_now()}".encode()
+            holder = f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}".encode()
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, holder, 0)
             _finish_move(self.directory, self.roles)
@@ -205,7 +206,7 @@ class Writer:
             raise
         # The commit point: the manifest's rename. Interrupted before it, the temporaries are left to the next
         # writer to remove; after it, to move into place.
-        manifest = {"format": FORMAT, "saved": _utc_now(), "files": entries, "staged": staged}
+        manifest = {"format": FORMAT, "saved": utc_now(), "files": entries, "staged": staged}
         _write_json(self.directory / MANIFEST, manifest, token)
         _finish_move(self.directory, self.roles)
         return entries
@@ -449,5 +450,6 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def _utc_now() -> str:
+def utc_now() -> str:
+    """The time now, as every file of a results directory records it (``2024-01-01T12:00:00Z``)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -28,7 +28,6 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +212,7 @@ def _save(
     out.update(environment() if env is None else env)
 
     def meta_file(path: Path) -> tuple[str, None]:
-        out["saved"] = _utc_now()
+        out["saved"] = _resultdir.utc_now()
         out["files"] = dict(names)
         out["schema"] = schema
         if notes:
@@ -477,7 +476,3 @@ def _has_pyarrow() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

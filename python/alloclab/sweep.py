@@ -28,7 +28,6 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -422,7 +421,7 @@ class _State:
         self.provenances: list[dict[str, Any]] = []
         self.first_params: dict[str, Any] | None = None
         self.reused: list[int] = []
-        self.started = _utc_now()
+        self.started = _resultdir.utc_now()
         self._env: dict[str, Any] | None = None
         self.lockstat_repeats = 0
         self.retried = 0  # runs tried again because their workers did not run together
@@ -493,7 +492,7 @@ class _State:
         )
         meta.update(
             started=self.started,
-            ended=_utc_now(),
+            ended=_resultdir.utc_now(),
             planned_runs=len(self.plan),
             complete=len(self.rows) == len(self.plan),
             interrupted=interrupted,
@@ -757,7 +756,3 @@ def _progress_bar(total: int, scenario: str, *, enabled: bool, initial: int = 0)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc=scenario, unit="run", dynamic_ncols=True, leave=True)
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
