@@ -1,9 +1,15 @@
-// Virtual-time simulator microbenchmarks: one fiber switch + scheduler pick (a sync() that yields) with 2, 64 and 512
-// virtual CPUs taking turns, a sync() that does not yield, and advance() alone.
-// Goal (issue 16): <= 50 ns per switch. The per-switch figure is the counter per_switch.
+// Virtual-time simulator benchmarks: one fiber switch + scheduler pick (a sync() that yields) with 2, 64 and 512
+// virtual CPUs taking turns, a sync() that does not yield, advance() alone, and whole lock_zoo runs: 64 virtual
+// CPUs with 100 ns holds against the same acquisitions made by one real thread without holds (the segments' own
+// host cost), so that their per_acquisition ratio is the simulator's overhead.
+// Goals (issue 16): <= 50 ns per switch (counter per_switch); overhead <= 2x.
 #include <benchmark/benchmark.h>
 
+#include <string>
+
+#include "../tests/test_profiles.hpp"
 #include "alloclab/base/scheduler.hpp"
+#include "alloclab/lab/runner.hpp"
 
 using namespace alloclab::vt;
 
@@ -59,5 +65,39 @@ void BM_Advance(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_Advance);
+
+constexpr int64_t kZooAcquisitions = 64 * 20000;  // enough that set-up (threads, pinning, load reads) is amortized
+
+// One lock_zoo run of `threads` workers sharing kZooAcquisitions acquisitions of one MCS lock, lock_stat off.
+void zoo_run(benchmark::State& state, alloclab::RunOptions opt, int threads, int64_t hold_ns, int64_t think_ns) {
+  opt.lockstat = false;
+  for (auto _ : state) {
+    const auto r = alloclab::run("lock_zoo",
+                                 {{"threads", int64_t(threads)},
+                                  {"iterations", kZooAcquisitions / threads},
+                                  {"hold_ns", hold_ns},
+                                  {"think_ns", think_ns},
+                                  {"lock", std::string("mcs")}},
+                                 opt);
+    benchmark::DoNotOptimize(r.elapsed_s);
+  }
+  // Host (wall) seconds per simulated or real acquisition, set-up and teardown included.
+  state.counters["per_acquisition"] = benchmark::Counter(
+      double(kZooAcquisitions), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+// 64 virtual CPUs on two sockets (the test profile of cpp/tests), 100 ns holds and 200 ns thinks in virtual time.
+void BM_VirtualLockZoo64(benchmark::State& state) {
+  alloclab::RunOptions opt;
+  opt.clock = alloclab::ClockKind::virtual_time;
+  opt.machine = alloclab::test::test_profile("package:2 numa:1 l3:1 core:32 pu:1", {"same_llc", "remote"});
+  opt.placement = alloclab::Placement::parse("scatter");
+  zoo_run(state, opt, 64, 100, 200);
+}
+BENCHMARK(BM_VirtualLockZoo64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same acquisitions by one real thread with no hold or think time: the host cost of the model code alone.
+void BM_RealLockZooSegments(benchmark::State& state) { zoo_run(state, alloclab::RunOptions{}, 1, 0, 0); }
+BENCHMARK(BM_RealLockZooSegments)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

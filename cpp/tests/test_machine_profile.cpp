@@ -6,35 +6,14 @@
 #include <limits>
 
 #include "alloclab/topology/machine_profile.hpp"
+#include "test_profiles.hpp"
 
 using namespace alloclab;
 
 namespace {
 
-void number(ProfileFields& f, const std::string& entry, double v) {
-  f.numbers[entry + ".value"] = v;
-  f.text[entry + ".source"] = "a test";
-}
-
-// A complete profile of `topology` with a transfer entry for each class in `classes`.
-ProfileFields fields(const std::string& topology, const std::vector<std::string>& classes) {
-  ProfileFields f;
-  f.numbers["schema"] = 1;
-  f.text["name"] = "test-box";
-  f.text["description"] = "a machine for tests";
-  f.text["topology"] = topology;
-  f.text["topology_source"] = "made up";
-  f.seeds = {"some-seed"};
-  number(f, "clock.ghz", 2.5);
-  double ns = 10;
-  for (const auto& c : classes) number(f, "transfer_ns." + c, ns *= 2);
-  number(f, "wakeup_ns.futex", 5000);
-  number(f, "bandwidth_gbs.node", 100);
-  number(f, "bandwidth_gbs.core", 12);
-  double cycles = 1;
-  for (const auto op : kOpNames) number(f, "op_cycles." + std::string(op), cycles += 1);
-  return f;
-}
+constexpr auto fields = test::profile_fields;  // a complete profile of a topology, one transfer entry per class
+constexpr auto number = test::profile_number;
 
 const std::vector<std::string> kTwoSocketSmt = {"same_core", "same_llc", "remote"};
 

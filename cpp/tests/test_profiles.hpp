@@ -1,5 +1,5 @@
-// Machine profiles for tests: complete, valid, with numbers that are only there to be different from each other.
-// Shipped profiles (python/alloclab/profiles) are read by Python; C++ tests build their own here.
+// Machine profiles for tests and benchmarks: complete, valid, with numbers that are only there to be different from
+// each other. Shipped profiles (python/alloclab/profiles) are read by Python; C++ tests build their own here.
 #pragma once
 
 #include <memory>

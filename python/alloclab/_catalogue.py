@@ -6,7 +6,11 @@ import pandas as pd
 
 from . import _core
 
-__all__ = ["lock_classes", "lock_kinds", "scenarios"]
+__all__ = ["WORKER_PARAMS", "lock_classes", "lock_kinds", "scenarios"]
+
+#: Parameters that set how many workers a run has: ``threads``; ``regions`` for cma_concurrent (one worker per
+#: region); ``multiplier`` for hugetlb_boot (k x nodes helpers). Each scenario has exactly one.
+WORKER_PARAMS = ("threads", "regions", "multiplier")
 
 
 def scenarios() -> pd.DataFrame:

@@ -207,7 +207,7 @@ def _cmd_machines(args: argparse.Namespace) -> int:
     if args.name:
         m = machine(args.name)
         print(repr(m))
-        print(_indent(m.fields().to_string(index=False)))
+        print(_indent(m.fields.to_string(index=False)))
         return 0
     print(machines().to_string(index=False))
     return 0
@@ -240,8 +240,13 @@ def _print_run(args: argparse.Namespace, result: Any) -> None:
     print()
     print("parameters: " + " ".join(f"{k}={v}" for k, v in result.params.items()))
     prov = result.provenance
+    where = (
+        f"virtual machine {prov.get('machine')} ({prov.get('machine_hash')}, costs={prov.get('costs')})"
+        if prov.get("clock") == "virtual"
+        else f"host {prov.get('hostname')}"
+    )
     print(
-        f"topology: {prov.get('model_description')} on host {prov.get('hostname')}; "
+        f"topology: {prov.get('model_description')} on {where}; "
         f"workers bound {prov.get('workers_bound')}/{prov.get('workers')}"
         + (" (oversubscribed)" if prov.get("oversubscribed") else "")
     )

@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import alloclab as al
+from alloclab._catalogue import WORKER_PARAMS
 
-#: Parameters that set how many workers a run has (``threads``; ``regions`` for cma_concurrent, one worker per
-#: region; ``multiplier`` for hugetlb_boot, k x nodes helpers).
-WORKER_PARAMS = ("threads", "regions", "multiplier")
+__all__ = ["WORKER_PARAMS", "catalogue", "names", "small_params", "specs"]
 
 
 def catalogue() -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +51,30 @@ def test_run_prints_summary_and_lockstat(tmp_path):
     assert "lock=ticket" in out.stdout and "threads=2" in out.stdout
     loaded = al.results.load(tmp_path / "run")
     assert loaded.data["acquisitions"].item() == 1000
+
+
+def test_run_in_virtual_time_names_the_machine(capsys):
+    args = ["run", "lock_zoo", "threads=64", "iterations=50", "lock=mcs", "--clock", "virtual", "--machine",
+            "xeon-8380-2s", "--placement", "scatter"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "RunResult('lock_zoo', 64 workers)" in out and re.search(r"lock_counts_exact +True", out)
+    assert f"virtual machine xeon-8380-2s ({al.machine('xeon-8380-2s').hash}, costs=table)" in out
+    assert main(["run", "lock_zoo", "--clock", "virtual"]) == 1
+    assert "machine: required with clock='virtual'" in capsys.readouterr().err
+    assert main(["run", "lock_zoo", "--clock", "virtual", "--machine", "host", "--costs", "cheap"]) == 1
+    assert "costs: " in capsys.readouterr().err
+
+
+def test_machines_lists_profiles_and_shows_sources(capsys):
+    assert main(["machines"]) == 0
+    out = capsys.readouterr().out
+    assert "xeon-8380-2s" in out and "host" in out
+    assert main(["machines", "host"]) == 0
+    out = capsys.readouterr().out
+    assert "transfer_ns" in out and "calibrated on" in out
+    assert main(["machines", "nope"]) == 1
+    assert "machine: unknown profile 'nope'" in capsys.readouterr().err
 
 
 def test_run_with_a_bad_parameter_fails_with_its_name(capsys):

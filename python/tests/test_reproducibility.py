@@ -56,7 +56,7 @@ def test_single_worker_runs_give_identical_counts(scenario):
     assert not first.stopped and not second.stopped
     assert len(first.workers) == 1, (
         f"{scenario} with {params} ran {len(first.workers)} workers; add its worker-count parameter to "
-        "scenario_params.WORKER_PARAMS"
+        "alloclab._catalogue.WORKER_PARAMS"
     )
     a, b = counts(first), counts(second)
     assert len(a) >= 2, f"{scenario}: too few integer figures to compare: {a}"

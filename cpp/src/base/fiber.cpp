@@ -16,6 +16,7 @@
 #include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__SANITIZE_THREAD__)
@@ -99,6 +100,9 @@ void Fiber::arrived(boost::context::fiber&& from) {
   from_->ctx_ = std::move(from);  // empty when from_ finished
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_finish_switch_fiber(fake_stack_, &from_->stack_bottom_, &from_->stack_size_);
+  // A finished fiber's stack is unmapped by now, but the redzones of its frames that never returned (the bottom
+  // one's) stay poisoned in ASan's shadow: the next mapping at that address (mmap reuses it) would read as stack.
+  if (from_->finished_) __asan_unpoison_memory_region(from_->stack_bottom_, from_->stack_size_);
 #endif
 }
 

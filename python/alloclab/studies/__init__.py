@@ -39,7 +39,6 @@ full provenance (:func:`alloclab.results.save`) plus the study's name, seed, qui
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import pkgutil
@@ -444,19 +443,3 @@ def measurement_notes(*results: Any) -> list[str]:
             "call nothing oversubscribed a finding"
         )
     return notes
-
-
-def experiment_args(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line every ``experiments/*.py`` script takes: ``--quick``, ``--out``, ``--repeats``,
-    ``--[no-]progress``.
-
-    Args:
-        doc: the script's docstring (its first line becomes the description).
-        argv: the arguments (default: ``sys.argv[1:]``).
-    """
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (also ALLOCLAB_QUICK=1)")
-    parser.add_argument("--out", default="results", help="results root (default: results)")
-    parser.add_argument("--repeats", type=int, default=None, help="repeats per configuration")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
-    return parser.parse_args(argv)

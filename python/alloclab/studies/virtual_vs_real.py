@@ -1,0 +1,137 @@
+"""Virtual time against real runs on this host: does the simulator agree with the machine where both can run?
+
+For every scenario at 1 and 2 workers (what this host can run without oversubscription), the real-clock median of
+timed repeats (lock_stat off) beside one virtual-clock run of the same parameters on the host's own profile with
+``costs="table"`` (deterministic: one run is the figure). The claim under test (issue 16): the virtual elapsed time
+is within +-25 % of the real median. The full study first calibrates the host afresh (``alloclab calibrate``), so
+the profile describes the machine as it is now; quick mode uses the shipped ``host`` profile. No seed publishes
+these figures, so ``PUBLISHED`` is empty, and a ratio outside the band is reported as a miss, never tuned away.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .._catalogue import WORKER_PARAMS, scenarios
+from .._run import run as run_once
+from ..config import sized
+from ..machines import Machine, machine
+from . import StudyResult, fits_host, join, measure, measurement_notes, timed
+
+NAME = "virtual_vs_real"
+TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
+SCENARIOS: tuple[str, ...] = ()
+SEED = None
+#: No publication: the real runs on this host are the reference.
+PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
+
+WORKERS = (1, 2)
+TOLERANCE = 0.25  # |virtual / real - 1| within this: the issue's acceptance band
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    """Time every scenario at 1 and 2 workers in real time (repeats, interleaved) and once in virtual time.
+
+    Args:
+        quick: the shipped ``host`` profile, each scenario's small parameters grown to 20 ms, 5 repeats; else a fresh
+            calibration of this host (written to ``out_dir/host-calibrated.toml``), default parameters grown to
+            100 ms, 9 repeats.
+        out_dir: where the calibrated profile and the plot go.
+        progress: show the sweeps' progress bars.
+    """
+    profile = machine("host") if quick else _calibrated(out_dir)
+    repeats = sized(9, 5, quick_mode=quick)
+    min_time_s = sized(0.1, 0.02, quick_mode=quick)
+    parts, rows = [], []
+    for scenario in _scenario_names():
+        workers_param = _workers_param(scenario)
+        counts = [w for w in WORKERS if fits_host(w)]
+        fixed = _sized_params(scenario, workers_param, max(counts), min_time_s, quick)
+        result = measure(scenario, grid={workers_param: counts}, repeats=repeats, progress=progress, **fixed)
+        parts.append(result)
+        real = timed(result.runs)
+        for w in counts:
+            times = real.loc[(real[workers_param] == w) & (real["status"] == "ok"), "elapsed_s"].astype(float)
+            virtual = run_once(scenario, clock="virtual", machine=profile, lockstat=False, **fixed,
+                               **{workers_param: w})  # fmt: skip
+            rows.append(_row(scenario, w, fixed, times, float(virtual.summary["elapsed_s"])))
+    table = pd.DataFrame(rows)
+    misses = table[~table["within"]]
+    notes = [
+        f"virtual: machine {profile.name!r} ({profile.hash}), costs='table'; real: median of {repeats} timed repeats "
+        f"(lock_stat off, interleaved) on this host; each scenario's size grown until a real run lasts {min_time_s} s",
+        f"{len(table) - len(misses)} of {len(table)} within +-{TOLERANCE:.0%}"
+        + (f"; misses: {', '.join(f'{r.scenario}@{r.workers}' for r in misses.itertuples())}" if len(misses) else ""),
+    ]
+    notes += measurement_notes(*parts)
+    meta = {"machine": profile.name, "machine_hash": profile.hash, "tolerance": TOLERANCE}
+    return StudyResult(table=table, plots=[_draw(table, out_dir)], data=join(parts), notes=notes, meta=meta)
+
+
+def _scenario_names() -> list[str]:
+    return list(dict.fromkeys(scenarios()["scenario"]))
+
+
+def _workers_param(scenario: str) -> str:
+    table = scenarios()
+    found = [p for p in table.loc[table["scenario"] == scenario, "parameter"] if p in WORKER_PARAMS]
+    if len(found) != 1:
+        raise ValueError(f"{scenario}: expected one worker-count parameter of {WORKER_PARAMS}, found {found}")
+    return found[0]
+
+
+def _sized_params(scenario: str, workers_param: str, workers: int, min_time_s: float, quick: bool) -> dict[str, Any]:
+    """The scenario's parameters (small ones when quick, else its defaults), its size grown by one real pilot run at
+    the most workers until that run lasts ``min_time_s``, returned without the worker count."""
+    table = scenarios()
+    small = {} if not quick else {
+        r.parameter: r.small for r in table[table["scenario"] == scenario].itertuples() if r.small is not None
+    }  # fmt: skip
+    small[workers_param] = workers
+    pilot = run_once(scenario, lockstat=False, min_time_s=min_time_s, grow=True, **small)
+    return {k: v for k, v in pilot.params.items() if k != workers_param}
+
+
+def _row(scenario: str, workers: int, params: dict[str, Any], times: pd.Series, virtual_s: float) -> dict[str, Any]:
+    median = float(times.median()) if len(times) else float("nan")
+    iqr = float(times.quantile(0.75) - times.quantile(0.25)) if len(times) else float("nan")
+    ratio = virtual_s / median if median > 0 else float("nan")
+    return {
+        "scenario": scenario,
+        "workers": workers,
+        "real_runs": len(times),
+        "real_median_s": median,
+        "real_iqr_s": iqr,
+        "virtual_s": virtual_s,
+        "ratio": ratio,
+        "within": bool(abs(ratio - 1) <= TOLERANCE),
+        "params": ", ".join(f"{k}={v}" for k, v in sorted(params.items())),
+    }
+
+
+def _calibrated(out_dir: Path) -> Machine:
+    from ..calibrate import calibrate, to_toml
+
+    path = out_dir / "host-calibrated.toml"
+    path.write_text(to_toml(calibrate(name="host")), encoding="utf-8")
+    return machine(path)
+
+
+def _draw(table: pd.DataFrame, out_dir: Path) -> Path:
+    """Virtual / real per scenario and worker count, with the +-25 % band."""
+    fig = Figure(figsize=(7, 0.35 * len(table) + 1.5))
+    ax = fig.subplots()
+    labels = [f"{r.scenario} x{r.workers}" for r in table.itertuples()]
+    ax.barh(labels, table["ratio"], color=["tab:green" if w else "tab:red" for w in table["within"]])
+    ax.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9", zorder=0)
+    ax.axvline(1, color="k", lw=0.8)
+    ax.set_xlabel("virtual elapsed / real median (host profile, table costs)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    path = out_dir / "virtual_vs_real.png"
+    fig.savefig(path, dpi=120)
+    return path
