@@ -61,6 +61,7 @@ test-tsan: install
 
 lint: install
 	$(VPY) tools/check_layers.py
+	cd python && ../$(VENV)/bin/lint-imports --no-cache --no-logo ../pyproject.toml
 	clang-format --dry-run --Werror $$(find cpp -name '*.cpp' -o -name '*.hpp')
 	$(VENV)/bin/ruff check python tools $(wildcard experiments)
 	$(VENV)/bin/ruff format --check python tools $(wildcard experiments)

@@ -134,8 +134,6 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
   opt.strict = strict;
   if (seed < 0) throw std::invalid_argument("seed: " + std::to_string(seed) + " is negative (allowed: >= 0)");
   opt.seed = uint64_t(seed);
-  if (!(timeout_s >= 0))
-    throw std::invalid_argument("timeout_s: " + std::to_string(timeout_s) + " (allowed: >= 0, 0 for no limit)");
   opt.timeout_s = timeout_s;
   opt.min_time_s = min_time_s;
   opt.grow = grow;

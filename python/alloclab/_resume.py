@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import _resultdir
+from . import _resultdir, results
 from ._catalogue import scenarios as _scenarios
 from ._resultdir import DamagedResult
 from .machines import Machine, machine
@@ -158,8 +158,6 @@ class Saved:
         Raises:
             ValueError: ``path`` holds a result of another kind or scenario, or of other run options.
         """
-        from . import results
-
         try:
             loaded, damaged = results._load(path)
             check_sweep_meta(path / _resultdir.META, loaded.meta)

@@ -37,7 +37,52 @@ import pandas as pd
 from . import _resultdir
 from ._resultdir import DamagedResult, DirectoryLocked
 from ._run import RunResult
-from .sweep import SweepResult, _json
+from .topology import Topology
+
+
+@dataclass
+class SweepResult:
+    """A sweep with its detail tables (what ``al.sweep(..., detail=True)`` returns).
+
+    Attributes:
+        runs: the tidy table, one row per run; exactly what ``al.sweep(..., detail=False)`` returns.
+        workers: one row per (run, worker): the ``run``, ``config`` and ``repeat`` keys, the grid and fixed
+            parameters (unless a worker column has the same name), then :attr:`alloclab.RunResult.workers`'
+            columns. Join it to :attr:`runs` on ``run``.
+        lockstat: one row per (run, lock class), keyed the same way, with ``/proc/lock_stat``'s columns.
+        meta: the sweep's description and the runs' provenance (also in ``runs.attrs["alloclab"]``).
+    """
+
+    runs: pd.DataFrame
+    workers: pd.DataFrame
+    lockstat: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        counts = self.runs["status"].value_counts().to_dict() if "status" in self.runs else {}
+        return (
+            f"SweepResult({self.meta.get('scenario')!r}, {len(self.runs)} runs {counts}, "
+            f"{len(self.workers)} worker rows, {len(self.lockstat)} lock_stat rows)"
+        )
+
+
+def jsonable(value: Any) -> Any:
+    """Make a value JSON-friendly (numpy scalars -> Python, unknown objects -> str)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Topology):
+        return value.description
+    return str(value)
+
 
 __all__ = ["PROVENANCE_KEYS", "DamagedResult", "DirectoryLocked", "LoadedResult", "environment", "load", "save"]
 
@@ -111,7 +156,7 @@ def environment() -> dict[str, Any]:
         package is not inside a git work tree (an installed wheel) or git is missing; ``git_sha`` is ``None``
         when the repository has no commit yet.
     """
-    from . import __version__
+    from ._core import __version__
 
     sha, dirty, root = _git_state(Path(__file__).resolve().parent)
     env: dict[str, Any] = {
@@ -218,8 +263,8 @@ def _save(
         if notes:
             out["format_notes"] = notes
         if meta:
-            out.update({str(k): _json(v) for k, v in meta.items()})
-        path.write_text(json.dumps(_json(out), indent=2) + "\n")
+            out.update({str(k): jsonable(v) for k, v in meta.items()})
+        path.write_text(json.dumps(jsonable(out), indent=2) + "\n")
         return _resultdir.META, None
 
     writer.commit({**files, "meta": meta_file})
@@ -332,8 +377,8 @@ def _split(data: Any) -> tuple[dict[str, pd.DataFrame | None], dict[str, Any]]:
             "kind": "run",
             "scenario": data.scenario,
             "grid": {},
-            "fixed": {k: _json(v) for k, v in data.params.items()},
-            "provenance": {k: _json(v) for k, v in prov.items()},
+            "fixed": {k: jsonable(v) for k, v in data.params.items()},
+            "provenance": {k: jsonable(v) for k, v in prov.items()},
             "provenance_varying": {},
             "started": prov.get("started"),
             "ended": prov.get("ended"),

@@ -27,17 +27,17 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import _resultdir, _resume
+from . import _resultdir, _resume, results
 from ._catalogue import scenarios as _scenarios
 from ._run import MeasurementWarning, RunResult, run
 from .machines import Machine
+from .results import SweepResult, jsonable
 from .topology import Topology
 
 __all__ = ["RUN_OPTIONS", "SweepInterrupted", "SweepResult", "configurations", "sweep"]
@@ -55,32 +55,6 @@ STATUS_COLUMNS = ("status", "error", "seed", "lockstat", "attempts", "oversubscr
 
 # Provenance keys that differ from run to run by nature and so never count as a "varying" setting.
 _PER_RUN_KEYS = {"started", "ended"}
-
-
-@dataclass
-class SweepResult:
-    """A sweep with its detail tables (what ``al.sweep(..., detail=True)`` returns).
-
-    Attributes:
-        runs: the tidy table, one row per run; exactly what ``al.sweep(..., detail=False)`` returns.
-        workers: one row per (run, worker): the ``run``, ``config`` and ``repeat`` keys, the grid and fixed
-            parameters (unless a worker column has the same name), then :attr:`alloclab.RunResult.workers`'
-            columns. Join it to :attr:`runs` on ``run``.
-        lockstat: one row per (run, lock class), keyed the same way, with ``/proc/lock_stat``'s columns.
-        meta: the sweep's description and the runs' provenance (also in ``runs.attrs["alloclab"]``).
-    """
-
-    runs: pd.DataFrame
-    workers: pd.DataFrame
-    lockstat: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def __repr__(self) -> str:
-        counts = self.runs["status"].value_counts().to_dict() if "status" in self.runs else {}
-        return (
-            f"SweepResult({self.meta.get('scenario')!r}, {len(self.runs)} runs {counts}, "
-            f"{len(self.workers)} worker rows, {len(self.lockstat)} lock_stat rows)"
-        )
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -258,8 +232,6 @@ def sweep(
     topo_cache: dict[str, Topology | None] = {}
     writer = None
     if out_dir is not None:
-        from . import results
-
         resuming = resume_dir is not None and os.path.abspath(resume_dir) == os.path.abspath(out_dir)
         writer = _resultdir.Writer(out_dir, results._TABLES, param="out", overwrite=overwrite, resuming=resuming)
     try:
@@ -513,8 +485,6 @@ class _State:
 
     def save(self, result: pd.DataFrame | SweepResult | None = None) -> Path:
         """Saves the rows so far (``result``: what :meth:`build` made), with every detail row and kept row."""
-        from . import results
-
         assert self.writer is not None
         if self._env is None:
             self._env = results.environment()
@@ -683,7 +653,7 @@ def _meta(
     topology_key: Callable[[Any], str],
 ) -> dict[str, Any]:
     """The sweep's meta data; ``previous`` is the meta data of a saved sweep whose rows were reused."""
-    records = [{k: _json(v) for k, v in p.items()} for p in provenances]
+    records = [{k: jsonable(v) for k, v in p.items()} for p in provenances]
     if previous is not None and previous.get("provenance"):
         records.append(dict(previous["provenance"]))  # what every reused run had in common
     constant: dict[str, Any] = {}
@@ -714,40 +684,22 @@ def _meta(
     return {
         "kind": "sweep",
         "scenario": scenario,
-        "grid": {k: [_json(_label(v)) for v in _as_values(k, vs)] for k, vs in grid.items()},
-        "fixed": {k: _json(_label(v)) for k, v in fixed.items()},
-        "defaults": {k: _json(v) for k, v in defaults.items()},
+        "grid": {k: [jsonable(_label(v)) for v in _as_values(k, vs)] for k, vs in grid.items()},
+        "fixed": {k: jsonable(_label(v)) for k, v in fixed.items()},
+        "defaults": {k: jsonable(v) for k, v in defaults.items()},
         "repeats": repeats,
         "configs": len(configs),
         "runs": len(table),
         "order": "interleaved",
-        "options": {k: _json(_label(v)) for k, v in options.items()},
+        "options": {k: jsonable(_label(v)) for k, v in options.items()},
         # what each topology of the sweep (the option, the values of a topology axis) is, for a later resume
         "topologies": {"host" if t is None else str(_label(t)): topology_key(t) for t in topologies},
         # and each machine profile of a virtual-clock sweep, by the hash of its numbers
         "machines": {str(_label(m)): _resume.machine_key_of(m) for m in machines if m is not None},
         "status_counts": {str(k): int(v) for k, v in table["status"].value_counts().items()},
-        "provenance": {k: _json(v) for k, v in constant.items()},
-        "provenance_varying": {k: [_json(x) for x in v] for k, v in varying.items()},
+        "provenance": {k: jsonable(v) for k, v in constant.items()},
+        "provenance_varying": {k: [jsonable(x) for x in v] for k, v in varying.items()},
     }
-
-
-def _json(value: Any) -> Any:
-    """Make a value JSON-friendly (numpy scalars -> Python, unknown objects -> str)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if hasattr(value, "item"):
-        try:
-            return value.item()
-        except (TypeError, ValueError):
-            pass
-    if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    if isinstance(value, Topology):
-        return value.description
-    return str(value)
 
 
 def _progress_bar(total: int, scenario: str, *, enabled: bool, initial: int = 0):

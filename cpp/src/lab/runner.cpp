@@ -289,8 +289,13 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
 }
 
 void RunOptions::validate() const {
-  if (!(min_time_s >= 0))
-    throw std::invalid_argument("min_time_s: " + std::to_string(min_time_s) + " (allowed: >= 0 seconds)");
+  const auto seconds = [](const char* name, double v, const char* zero) {
+    if (!(v >= 0) || std::isinf(v))
+      throw std::invalid_argument(std::string(name) + ": " + std::to_string(v) + " (allowed: a finite number of " +
+                                  "seconds >= 0; " + zero + ")");
+  };
+  seconds("timeout_s", timeout_s, "0 for no limit");
+  seconds("min_time_s", min_time_s, "0 flags nothing");
   if (clock == ClockKind::real) {
     if (machine)
       throw std::invalid_argument("machine: '" + machine->name() +
