@@ -24,6 +24,8 @@ LOCKSTAT_COLUMNS = [
     "holdtime_max_ns",
     "holdtime_total_ns",
     "holdtime_avg_ns",
+    "handoffs_local",
+    "handoffs_remote",
 ]
 
 
@@ -40,6 +42,7 @@ def test_acquisitions_are_exact(kind, threads, clock):
     assert row.kind == kind
     assert 0 <= row.contentions <= row.acquisitions
     assert row.con_bounces <= row.contentions
+    assert row.handoffs_local + row.handoffs_remote == row.contentions
     assert row.holdtime_total_ns >= row.acquisitions * 40  # each hold spins >= hold_ns (tick rounding aside)
     assert list(r.workers.ops) == [3000] * threads
     assert r.summary["acquisitions"] == threads * 3000
