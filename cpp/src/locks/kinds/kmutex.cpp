@@ -156,8 +156,8 @@ VHandoff KernelMutex::vhandoff(const VRelease& r) {
       sleeper = &w;
     }
   }
-  if (sleeper && r.states[size_t(sleeper->cpu)].lost > 0) {  // HANDOFF: the lock is the first waiter's
-    h.wake(sleeper->cpu, r.now + r.costs.wakeup());
+  if (sleeper && r.states[size_t(sleeper->cpu)].lost > 0) {  // HANDOFF: the first waiter spins, the lock is its own
+    h.wake(sleeper->cpu, r.now + r.transfer_to(sleeper->cpu));
     h.owned = true;
     return h;
   }

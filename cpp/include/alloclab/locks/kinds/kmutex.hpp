@@ -63,9 +63,10 @@ struct KernelMutex {
   uint32_t queued(const Token&) const noexcept { return 0; }
 
   // Virtual time (vhandoff.hpp). A waiter spins for kSpins looks after it began waiting, then sleeps. At a release:
-  // when the oldest sleeper has lost a race since it began waiting, it is the first waiter that set HANDOFF, and the
-  // lock is its own one futex wake-up later; otherwise the oldest spinner (the OSQ is FIFO: its head polls the owner
-  // word) races for it after one line transfer, and the oldest sleeper is woken to race too, a futex wake-up later.
+  // when the oldest sleeper has lost a race since it began waiting, it is the first waiter that woke, lost, set
+  // HANDOFF and spins on the owner: the lock is its own after one line transfer. Otherwise the oldest spinner (the OSQ
+  // is FIFO: its head polls the owner word) races for it after one line transfer, and the oldest sleeper is woken to
+  // race too, a futex wake-up later.
   static VHandoff vhandoff(const VRelease& r);
 
   std::atomic<uintptr_t> owner{0};     // task | flags
