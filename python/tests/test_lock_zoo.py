@@ -108,6 +108,14 @@ def test_bad_input_names_the_parameter(kwargs, match):
         al.run("lock_zoo", **{"iterations": 10, **kwargs})
 
 
+@pytest.mark.parametrize("kwargs", [dict(lock="rcu"), dict(locks={"zone->lock": "rcu"})])
+def test_an_unknown_kind_is_told_every_kind(kwargs):
+    with pytest.raises(ValueError) as e:
+        al.run("lock_zoo", iterations=10, **kwargs)
+    assert all(f"{kind}" in str(e.value) for kind in KINDS), str(e.value)
+    assert {"qspinlock", "kmutex", "cna", "cohort", "hmcs", "shfllock"} <= set(KINDS)
+
+
 def test_unknown_scenario():
     with pytest.raises(ValueError, match="scenario: unknown scenario 'lock_zo'"):
         al.run("lock_zo")
