@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "alloclab/locks/lock.hpp"
 
@@ -62,9 +63,8 @@ void BM_Contended(benchmark::State& state, LockKind kind, Shared* shared) {
   }
 }
 
-Shared shared_slots[5];
-
 const int registered = [] {
+  static std::vector<Shared> shared_slots(lock_kinds().size());
   int i = 0;
   for (const auto& k : lock_kinds()) {
     const std::string name(k.name);

@@ -1,8 +1,10 @@
-// Locks: mutual exclusion of every kind, FIFO hand-off of ticket and MCS, trylock, lock_stat arithmetic.
+// Locks: mutual exclusion of every kind (NUMA-aware ones with waiters on two nodes), FIFO hand-off of the FIFO
+// kinds, trylock, lock_stat arithmetic (hand-offs by node included), bad kind names.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,7 +15,11 @@ using namespace alloclab;
 
 namespace {
 
-const LockKind kAllKinds[] = {LockKind::mutex, LockKind::pthread, LockKind::spin, LockKind::ticket, LockKind::mcs};
+std::vector<LockKind> all_kinds() {
+  std::vector<LockKind> v;
+  for (const LockKindInfo& k : lock_kinds()) v.push_back(k.kind);
+  return v;
+}
 
 LockConfig config_for(LockKind k) {
   LockConfig c;
@@ -36,7 +42,7 @@ TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
   std::vector<std::thread> ts;
   for (int w = 0; w < threads; ++w)
     ts.emplace_back([&, w] {
-      dom.attach(w, w);
+      dom.attach(w, w, w % 2);  // two model nodes: NUMA-aware kinds queue by node
       for (uint64_t i = 0; i < kIters; ++i) {
         LockGuard g(lock);
         counter = counter + 1;
@@ -53,6 +59,7 @@ TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
   EXPECT_LE(rows[0].contentions, rows[0].acquisitions);
   EXPECT_LE(rows[0].con_bounces, rows[0].contentions);
   EXPECT_LE(rows[0].acq_bounces, rows[0].acquisitions);
+  EXPECT_EQ(rows[0].handoffs_local + rows[0].handoffs_remote, rows[0].contentions);
   if (threads == 1) {
     EXPECT_EQ(rows[0].contentions, 0u);
     EXPECT_EQ(rows[0].acq_bounces, 1u);  // the first acquisition moves the lock from "no CPU" to CPU 0
@@ -60,7 +67,7 @@ TEST_P(KindThreads, CounterUnderLockIsExactAndLockStatCountsEveryAcquisition) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, KindThreads,
-                         ::testing::Combine(::testing::ValuesIn(kAllKinds), ::testing::Values(1, 2, 4, 8)),
+                         ::testing::Combine(::testing::ValuesIn(all_kinds()), ::testing::Values(1, 2, 4, 8)),
                          [](const auto& info) {
                            return std::string(to_string(std::get<0>(info.param))) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "threads";
@@ -95,7 +102,7 @@ TEST_P(Fifo, HandOffFollowsArrivalOrder) {
   lock.unlock(last);
 }
 
-INSTANTIATE_TEST_SUITE_P(FifoKinds, Fifo, ::testing::Values(LockKind::ticket, LockKind::mcs),
+INSTANTIATE_TEST_SUITE_P(FifoKinds, Fifo, ::testing::Values(LockKind::ticket, LockKind::mcs, LockKind::qspinlock),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 struct EveryKind : ::testing::TestWithParam<LockKind> {};
@@ -149,7 +156,7 @@ TEST_P(EveryKind, HoldTimeCoversTheInjectedHold) {
   EXPECT_NEAR(rows[0].hold_avg_ns, rows[0].hold_total_ns / kAcq, 1e-6 * rows[0].hold_total_ns);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllKinds, EveryKind, ::testing::ValuesIn(kAllKinds),
+INSTANTIATE_TEST_SUITE_P(AllKinds, EveryKind, ::testing::ValuesIn(all_kinds()),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
@@ -174,7 +181,9 @@ TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
   EXPECT_EQ(rows[0].acquisitions, 2u);
   EXPECT_EQ(rows[0].contentions, 1u);
   EXPECT_EQ(rows[0].con_bounces, 1u);
-  EXPECT_EQ(rows[0].acq_bounces, 2u);  // none -> CPU 0 -> CPU 1
+  EXPECT_EQ(rows[0].acq_bounces, 2u);     // none -> CPU 0 -> CPU 1
+  EXPECT_EQ(rows[0].handoffs_local, 1u);  // both attached on node 0
+  EXPECT_EQ(rows[0].handoffs_remote, 0u);
   EXPECT_GE(rows[0].wait_min_ns, 0.0);
   EXPECT_EQ(rows[0].wait_min_ns, rows[0].wait_max_ns);  // one sample
   EXPECT_DOUBLE_EQ(rows[0].wait_avg_ns, rows[0].wait_total_ns);
@@ -236,8 +245,48 @@ TEST(LockConfig, UnknownClassOrKindNamesTheProblem) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("locks['zone->lock']: unknown lock kind 'rcu'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("mcs"), std::string::npos);
+    for (const LockKindInfo& k : lock_kinds())  // the message lists every kind
+      EXPECT_NE(std::string(e.what()).find(std::string(k.name)), std::string::npos) << k.name;
   }
+}
+
+TEST(LockKinds, EveryKindIsListedOnceWithADoc) {
+  std::vector<std::string> names;
+  for (const LockKindInfo& k : lock_kinds()) {
+    names.emplace_back(k.name);
+    EXPECT_FALSE(k.doc.empty()) << k.name;
+    EXPECT_EQ(parse_lock_kind(k.name, "lock"), k.kind);
+  }
+  for (const char* expected : {"qspinlock", "kmutex", "cna", "cohort", "hmcs", "shfllock"})
+    EXPECT_EQ(std::count(names.begin(), names.end(), expected), 1) << expected;
+}
+
+// Hand-offs by node: a waiter on another node than the holder is a remote hand-off, on the same node a local one.
+TEST(LockStat, HandoffsCountTheNodeOfThePreviousHolder) {
+  LockDomain dom(config_for(LockKind::ticket), true, true);
+  dom.reset_stats(3);
+  Lock lock(dom, "zone->lock");
+  dom.attach(0, 0, 0);
+  const auto handoff_to = [&](int worker, int node) {
+    LockToken held;
+    lock.lock(held);
+    std::thread waiter([&] {
+      dom.attach(worker, worker, node);
+      LockGuard g(lock);
+      LockDomain::detach();
+    });
+    while (lock.queued(held) != 1) std::this_thread::yield();
+    lock.unlock(held);
+    waiter.join();
+  };
+  handoff_to(1, 1);  // node 0 -> node 1
+  handoff_to(2, 0);  // node 0 -> node 0
+  LockDomain::detach();
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].contentions, 2u);
+  EXPECT_EQ(rows[0].handoffs_remote, 1u);
+  EXPECT_EQ(rows[0].handoffs_local, 1u);
 }
 
 }  // namespace

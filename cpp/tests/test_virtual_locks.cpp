@@ -1,9 +1,11 @@
 // Locks in virtual time: each kind's hand-off rule on a hand-built queue, what they add up to in lock_zoo on a
-// 64-CPU two-socket machine (ticket collapses as waiters grow, MCS does not; TTAS grows unfair), waits that can
-// never end, stops, and the options a virtual-clock run refuses.
+// 64-CPU two-socket machine (ticket collapses as waiters grow, MCS does not; TTAS grows unfair; the NUMA-aware kinds
+// keep hand-offs on one node and beat MCS there, and match it on one node, where they also run on real threads),
+// waits that can never end, stops, and the options a virtual-clock run refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,9 @@ struct Queue {
       list.push_back(waiters[i]);
     }
   }
-  VRelease release(int releaser, vt::vtime now) const { return {releaser, now, list, costs, states}; }
+  VRelease release(int releaser, vt::vtime now, uint32_t batch = 0) const {
+    return {releaser, now, list, costs, states, batch};
+  }
 
   const CostModel& costs;
   std::vector<vt::Waiter> waiters;
@@ -110,6 +114,99 @@ TEST(VirtualHandoff, SleepingKindsWakeASpinnerAndTheOldestSleeper) {
   EXPECT_EQ(p.wakes[0].cpu, 1);
 }
 
+TEST(VirtualHandoff, QspinlockHandsToTheOldestAfterOneTransferAsMcs) {
+  const CostModel m = model(4);
+  const Queue q(m, {5, 1, 2});
+  const VHandoff h = Qspinlock::vhandoff(q.release(0, 1000 * kNs));
+  ASSERT_EQ(h.nr_wakes, 1);
+  EXPECT_TRUE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, 1000 * kNs + 40 * kNs);
+}
+
+TEST(VirtualHandoff, KmutexSpinnerRacesSleeperWakesAndAStarvingWaiterGetsItHandedOff) {
+  const CostModel m = model(4);
+  const vt::vtime step = m.spin_step();
+  const vt::vtime now = 10 * KernelMutex::kSpins * step;
+  Queue q(m, {1, 5, 2});
+  q.states[1].began = 0;    // asleep: its spin budget is over
+  q.states[5].began = now;  // spinning (the OSQ's head: the oldest spinner)
+  q.states[2].began = now;
+  VHandoff h = KernelMutex::vhandoff(q.release(0, now));
+  ASSERT_EQ(h.nr_wakes, 2);
+  EXPECT_FALSE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, now + 40 * kNs);
+  EXPECT_EQ(h.wakes[1].cpu, 1);
+  EXPECT_EQ(h.wakes[1].at, now + 5000 * kNs);
+  q.states[1].lost = 1;  // woken before and lost: it set HANDOFF and spins on the owner
+  h = KernelMutex::vhandoff(q.release(0, now));
+  ASSERT_EQ(h.nr_wakes, 1);
+  EXPECT_TRUE(h.owned);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, now + 20 * kNs);
+}
+
+TEST(VirtualHandoff, CnaPassesToTheFirstLocalWaiterReadingThoseItPassesOver) {
+  const CostModel m = model(4);
+  const Queue q(m, {5, 6, 1, 2});
+  VHandoff h = CnaSpinlock::vhandoff(q.release(0, 0));
+  EXPECT_TRUE(h.owned);
+  EXPECT_TRUE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, (40 + 40 + 20) * kNs);  // reads 5's and 6's nodes, then one local transfer
+  // At the threshold the secondary queue's head (the oldest) goes first.
+  h = CnaSpinlock::vhandoff(q.release(0, 0, CnaSpinlock::kThreshold));
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, 40 * kNs);
+}
+
+TEST(VirtualHandoff, CohortPassesLocallyThenLetsEveryNodesHeadRace) {
+  const CostModel m = model(4);
+  const vt::vtime step = m.spin_step();
+  const Queue q(m, {5, 1, 2});
+  VHandoff h = CohortSpinlock::vhandoff(q.release(0, 0));
+  EXPECT_TRUE(h.owned);
+  EXPECT_TRUE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, 20 * kNs);
+  // At the limit: the global word is free; node 1's head (5) and node 0's (1) race, and the nearer one wins.
+  const vt::vtime late = 5'000'000 * step;
+  h = CohortSpinlock::vhandoff(q.release(0, late, CohortSpinlock::kBatchLimit));
+  EXPECT_FALSE(h.owned);
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_GE(h.wakes[0].at, late);
+}
+
+TEST(VirtualHandoff, HmcsPassesLocallyThenToTheNextNodeInOrder) {
+  const CostModel m = model(4);
+  const Queue q(m, {5, 1, 2});
+  VHandoff h = HmcsSpinlock::vhandoff(q.release(0, 0));
+  EXPECT_TRUE(h.owned);
+  EXPECT_TRUE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  h = HmcsSpinlock::vhandoff(q.release(0, 0, HmcsSpinlock::kBatchLimit));
+  EXPECT_TRUE(h.owned);
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, 40 * kNs);
+}
+
+TEST(VirtualHandoff, ShfllockHeadIsTheShuffledLocalWaiterAndRaces) {
+  const CostModel m = model(4);
+  const Queue q(m, {5, 1, 2});
+  VHandoff h = Shfllock::vhandoff(q.release(0, 7 * kNs));
+  EXPECT_FALSE(h.owned);  // it still takes the word, against newcomers
+  EXPECT_TRUE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, 7 * kNs);  // it spins on the word: the transfer is paid by its exchange
+  h = Shfllock::vhandoff(q.release(0, 7 * kNs, Shfllock::kMaxBatch));
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+}
+
 double zoo(const char* kind, int threads, const char* figure) {
   RunOptions opt;
   opt.clock = ClockKind::virtual_time;
@@ -154,6 +251,89 @@ TEST(VirtualLockZoo, TtasGrowsUnfairWithCpus) {
   EXPECT_GT(at2, at8);
   EXPECT_GT(at8, at64);
   EXPECT_EQ(zoo("mcs", 64, "fairness_max_min"), zoo("ticket", 64, "fairness_max_min"));  // FIFO: both fair alike
+}
+
+// lock_zoo under contention (32 CPUs, 100 ns holds, 200 ns between) with lock_stat on (free in virtual time).
+RunResult zoo_run(const char* kind, std::shared_ptr<const MachineProfile> machine) {
+  RunOptions opt;
+  opt.clock = ClockKind::virtual_time;
+  opt.machine = std::move(machine);
+  opt.placement = Placement::parse("scatter");
+  return run("lock_zoo",
+             {{"threads", int64_t(32)},
+              {"iterations", int64_t(400)},
+              {"hold_ns", int64_t(100)},
+              {"think_ns", int64_t(200)},
+              {"lock", std::string(kind)}},
+             opt);
+}
+
+struct ZooFigures {
+  double rate;   // acquisitions per virtual second
+  double local;  // share of hand-offs within a node
+};
+
+ZooFigures zoo_figures(const char* kind, std::shared_ptr<const MachineProfile> machine) {
+  const RunResult r = zoo_run(kind, std::move(machine));
+  const LockStatRow& row = r.lockstat.at(0);
+  EXPECT_EQ(row.cls, "lock_zoo");
+  EXPECT_EQ(row.acquisitions, 32u * 400u) << kind;  // exact, for every kind
+  EXPECT_EQ(row.handoffs_local + row.handoffs_remote, row.contentions) << kind;
+  const double handoffs = double(row.handoffs_local + row.handoffs_remote);
+  const double rate = std::get<double>(mmtest::summary_value(r, "acquisitions_per_s"));
+  std::printf("%-10s acquisitions/s %.4g  local hand-offs %.1f%% of %.0f\n", kind, rate,
+              handoffs > 0 ? 100.0 * double(row.handoffs_local) / handoffs : 0.0, handoffs);
+  return {rate, handoffs > 0 ? double(row.handoffs_local) / handoffs : 0.0};
+}
+
+const char* const kNumaKinds[] = {"cna", "cohort", "hmcs", "shfllock"};
+
+TEST(VirtualLockZoo, NumaAwareKindsKeepHandOffsOnANodeAndBeatMcsOnTwoNodes) {
+  const auto machine = two_sockets(16);  // 32 CPUs, scatter: 16 on each node
+  std::printf("two nodes, 32 CPUs:\n");
+  const ZooFigures mcs = zoo_figures("mcs", machine);
+  EXPECT_LT(mcs.local, 0.6);  // FIFO over a scattered queue: about half
+  for (const char* kind : kNumaKinds) {
+    const ZooFigures f = zoo_figures(kind, machine);
+    EXPECT_GT(f.local, 0.9) << kind;
+    EXPECT_GT(f.local, mcs.local + 0.3) << kind;
+    EXPECT_GT(f.rate, mcs.rate * 1.02) << kind;
+  }
+}
+
+TEST(VirtualLockZoo, NumaAwareKindsMatchMcsOnOneNode) {
+  const auto machine = test::test_profile("package:1 numa:1 l3:1 core:32 pu:1", {"same_llc"});
+  std::printf("one node, 32 CPUs:\n");
+  const ZooFigures mcs = zoo_figures("mcs", machine);
+  for (const char* kind : kNumaKinds) {
+    const ZooFigures f = zoo_figures(kind, machine);
+    EXPECT_EQ(f.local, 1.0) << kind;
+    EXPECT_NEAR(f.rate / mcs.rate, 1.0, 0.05) << kind;
+  }
+}
+
+TEST(VirtualLockZoo, EveryKindCountsExactlyOnTwoNodes) {
+  for (const LockKindInfo& k : lock_kinds()) zoo_figures(std::string(k.name).c_str(), two_sockets(16));
+}
+
+// A NUMA-aware kind on one node is allowed in both clocks: it degenerates to its base lock, every hand-off local.
+TEST(VirtualLockZoo, NumaAwareKindsOnOneNodeRunInBothClocks) {
+  for (const char* kind : kNumaKinds) {
+    RunOptions real;
+    real.model = Topology::synthetic("node:1 core:2 pu:1");
+    RunOptions virt;
+    virt.clock = ClockKind::virtual_time;
+    virt.machine = test::test_profile("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+    for (const RunOptions& opt : {real, virt}) {
+      const RunResult r =
+          run("lock_zoo", {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"lock", std::string(kind)}}, opt);
+      ASSERT_EQ(r.lockstat.size(), 1u);
+      EXPECT_EQ(r.lockstat[0].kind, kind);
+      EXPECT_EQ(r.lockstat[0].acquisitions, 4000u) << kind;
+      EXPECT_EQ(r.lockstat[0].handoffs_local, r.lockstat[0].contentions) << kind;
+      EXPECT_EQ(r.lockstat[0].handoffs_remote, 0u) << kind;
+    }
+  }
 }
 
 TEST(VirtualLock, AWaitThatCanNeverEndNamesTheLockAndTheCpus) {

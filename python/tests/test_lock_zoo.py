@@ -25,6 +25,8 @@ LOCKSTAT_COLUMNS = [
     "holdtime_max_ns",
     "holdtime_total_ns",
     "holdtime_avg_ns",
+    "handoffs_local",
+    "handoffs_remote",
 ]
 
 
@@ -41,6 +43,7 @@ def test_acquisitions_are_exact(kind, threads, clock):
     assert row.kind == kind
     assert 0 <= row.contentions <= row.acquisitions
     assert row.con_bounces <= row.contentions
+    assert row.handoffs_local + row.handoffs_remote == row.contentions
     assert row.holdtime_total_ns >= row.acquisitions * 40  # each hold spins >= hold_ns (tick rounding aside)
     assert list(r.workers.ops) == [3000] * threads
     assert r.summary["acquisitions"] == threads * 3000
@@ -119,6 +122,14 @@ def test_numpy_values_count_as_their_python_kinds():
     assert r.summary["acquisitions"] == 10
     with pytest.raises(ValueError, match=r"^hold_ns: expected an integer, got 2\.5"):
         al.run("lock_zoo", iterations=10, hold_ns=np.float32(2.5))
+
+
+@pytest.mark.parametrize("kwargs", [dict(lock="rcu"), dict(locks={"zone->lock": "rcu"})])
+def test_an_unknown_kind_is_told_every_kind(kwargs):
+    with pytest.raises(ValueError) as e:
+        al.run("lock_zoo", iterations=10, **kwargs)
+    assert all(f"{kind}" in str(e.value) for kind in KINDS), str(e.value)
+    assert {"qspinlock", "kmutex", "cna", "cohort", "hmcs", "shfllock"} <= set(KINDS)
 
 
 def test_unknown_scenario():

@@ -560,7 +560,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       WorkerRow& row = rows[size_t(w)];
       row.slot = ctxs[size_t(w)].slot;
       row.bind_ok = true;  // the virtual CPU is its model PU
-      locks.attach(w, row.slot.model_pu);
+      locks.attach(w, row.slot.model_pu, row.slot.model_node);
       if (!ctl.stop.load()) run_worker(w);
     });
     hard_stopped = sim.stopped() && !ctl.error;
@@ -579,7 +579,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
         ctl.fail(std::make_exception_ptr(std::runtime_error("strict: worker " + std::to_string(w) +
                                                             " could not be bound to host PU " +
                                                             std::to_string(ctx.slot.host_pu) + ": " + b.error)));
-      locks.attach(w, ctx.slot.model_pu);
+      locks.attach(w, ctx.slot.model_pu, ctx.slot.model_node);
       // Arrive, and let the threads still being created (and the controller) have the CPUs until all are here;
       // then spin on the gate, so that every worker sees the release within a cache-line transfer.
       ctl.ready.fetch_add(1, std::memory_order_acq_rel);

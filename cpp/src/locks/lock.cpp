@@ -32,10 +32,12 @@ void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_
   if (th.domain != domain_) return;
   LockStatCounters& c = th.slots[cls_];
   const int32_t prev_cpu = last_cpu_.load(std::memory_order_relaxed);
+  const int32_t prev_node = last_node_.load(std::memory_order_relaxed);
   if (contended_at != 0) {
     const uint64_t waited = acquired_at - contended_at;
     ++c.contentions;
     if (prev_cpu != th.cpu) ++c.con_bounces;
+    ++(prev_node == th.node ? c.handoffs_local : c.handoffs_remote);
     c.wait_total += waited;
     c.wait_min = std::min(c.wait_min, waited);
     c.wait_max = std::max(c.wait_max, waited);
@@ -45,6 +47,7 @@ void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_
     ++c.acq_bounces;
     last_cpu_.store(th.cpu, std::memory_order_relaxed);
   }
+  if (prev_node != th.node) last_node_.store(th.node, std::memory_order_relaxed);
   t.acquired_at = contended_at != 0 ? acquired_at : clock_ticks();
 }
 

@@ -33,6 +33,10 @@ constexpr Column<LockStatRow> kLockStatColumns[] = {
     {"holdtime_max_ns", "ns, longest hold", [](const LockStatRow& r) { return Value(r.hold_max_ns); }},
     {"holdtime_total_ns", "ns, all holds", [](const LockStatRow& r) { return Value(r.hold_total_ns); }},
     {"holdtime_avg_ns", "ns, mean hold per acquisition", [](const LockStatRow& r) { return Value(r.hold_avg_ns); }},
+    {"handoffs_local", "contentions whose previous holder ran on the same model node",
+     [](const LockStatRow& r) { return count(r.handoffs_local); }},
+    {"handoffs_remote", "contentions whose previous holder ran on another model node (or outside the workers)",
+     [](const LockStatRow& r) { return count(r.handoffs_remote); }},
 };
 }  // namespace
 
@@ -66,9 +70,9 @@ void LockDomain::reset_stats(int nr_workers) {
   }
 }
 
-void LockDomain::attach(int worker, int cpu) {
+void LockDomain::attach(int worker, int cpu, int node) {
   LockStatThread& th = stat_thread();
-  th = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu};
+  th = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu, node};
   if (slots_.empty()) th.domain = nullptr;  // no stats allocated: count nothing
 }
 
@@ -92,6 +96,8 @@ std::vector<LockStatRow> LockDomain::rows() const {
       m.hold_min = std::min(m.hold_min, c.hold_min);
       m.hold_max = std::max(m.hold_max, c.hold_max);
       m.hold_total += c.hold_total;
+      m.handoffs_local += c.handoffs_local;
+      m.handoffs_remote += c.handoffs_remote;
     }
     if (m.acquisitions == 0) continue;
     LockStatRow r;
@@ -109,6 +115,8 @@ std::vector<LockStatRow> LockDomain::rows() const {
     r.hold_max_ns = double(m.hold_max) * ns;
     r.hold_total_ns = double(m.hold_total) * ns;
     r.hold_avg_ns = r.hold_total_ns / double(m.acquisitions);
+    r.handoffs_local = m.handoffs_local;
+    r.handoffs_remote = m.handoffs_remote;
     out.push_back(std::move(r));
   }
   // lock_stat sorts by contentions, most contended first.

@@ -1,5 +1,7 @@
 // Lock on the simulator's fibers: acquisition, try, release and hand-off in virtual time (see virtual_lock.hpp).
+#include <array>
 #include <stdexcept>
+#include <utility>
 
 #include "alloclab/base/scheduler.hpp"
 #include "alloclab/locks/lock.hpp"
@@ -53,7 +55,8 @@ void Lock::vlock(LockToken& t) {
       take(v, self, m);
       break;
     }
-    // A newcomer got there first: wait again (its spin budget and backoff run on from when it began).
+    // Another CPU got there first: wait again (its spin budget and backoff run on from when it began).
+    ++domain_->vwait_state(self).lost;
   }
   if (stat_) stat_acquired(t, contended_at, clock_ticks());
 }
@@ -85,14 +88,23 @@ void Lock::vunlock(LockToken& t) {
   const vt::vtime now = m.now();
   v.holder = -1;
   v.last = self;
-  if (!v.queue.empty()) {
-    const VHandoff h = handoff(kind_, VRelease{self, now, v.queue.waiters(), m, domain_->vwait_states()});
+  if (v.queue.empty()) {
+    v.batch = 0;  // released to nobody: a NUMA-aware kind's batch ends
+  } else {
+    const VHandoff h =
+        handoff(kind_, VRelease{self, now, v.queue.waiters(), m, domain_->vwait_states(), v.batch, v.released_at});
+    v.batch = h.batch ? v.batch + 1 : 0;
     if (h.owned) {
       v.holder = h.wakes[0].cpu;
       v.last = h.wakes[0].cpu;
     }
-    for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(h.wakes[size_t(i)].cpu, h.wakes[size_t(i)].at);
+    // Latest first: a CPU woken at the release time itself may come before this one (a lower id), and a wake-up
+    // must come from the first CPU in virtual time.
+    std::array<VHandoff::Wake, 2> wakes = h.wakes;
+    if (h.nr_wakes == 2 && wakes[0].at < wakes[1].at) std::swap(wakes[0], wakes[1]);
+    for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(wakes[size_t(i)].cpu, wakes[size_t(i)].at);
   }
+  v.released_at = now;
   m.pay(m.op(Op::atomic_rmw));  // the release's store (or RMW) on the word it holds
 }
 

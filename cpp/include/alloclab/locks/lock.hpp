@@ -54,6 +54,11 @@ class Lock {
     }
     __builtin_unreachable();
   }
+  // NUMA-aware kinds queue an acquirer by its model node: the attached worker's (0 for any other thread).
+  template <class T>
+  static void set_node(T& kt) {
+    if constexpr (requires { kt.numa_node; }) kt.numa_node = tls_lockstat.node;
+  }
   // The kind's own acquire when it has one (pthread_mutex_lock), else enter() then wait().
   template <class K>
   static void acquire(K& k, typename K::Token& kt, bool yield) {
@@ -76,10 +81,16 @@ class Lock {
       return;
     }
     if (!stat_) {
-      with_kind(t, [this](auto& k, auto& kt) { acquire(k, kt, yield_); });
+      with_kind(t, [this](auto& k, auto& kt) {
+        set_node(kt);
+        acquire(k, kt, yield_);
+      });
       return;
     }
-    if (with_kind(t, [](auto& k, auto& kt) { return k.enter(kt); })) {
+    if (with_kind(t, [](auto& k, auto& kt) {
+          set_node(kt);
+          return k.enter(kt);
+        })) {
       stat_acquired(t, 0, 0);
       return;
     }
@@ -92,7 +103,11 @@ class Lock {
   bool trylock(LockToken& t) {
     if (vlock_ && vt::current_cpu() >= 0) [[unlikely]]
       return vtrylock(t);
-    if (!with_kind(t, [](auto& k, auto& kt) { return k.try_enter(kt); })) return false;
+    if (!with_kind(t, [](auto& k, auto& kt) {
+          set_node(kt);
+          return k.try_enter(kt);
+        }))
+      return false;
     if (stat_) stat_acquired(t, 0, 0);
     return true;
   }
@@ -143,6 +158,7 @@ class Lock {
   bool stat_;
   bool yield_;
   std::atomic<int32_t> last_cpu_{-1};   // lock_stat's lock->cpu, for bounces
+  std::atomic<int32_t> last_node_{-1};  // the previous holder's model node, for hand-offs (-1: none among workers)
   std::unique_ptr<VirtualLock> vlock_;  // in a virtual-clock run's domain only
 };
 

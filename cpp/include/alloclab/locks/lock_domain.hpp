@@ -4,7 +4,9 @@
 // on the hot path); the slots are merged into one row per class when the run ends, with lock_stat's columns:
 // con-bounces, contentions, waittime min/max/total/avg, acq-bounces, acquisitions, holdtime min/max/total/avg.
 // As in the kernel, wait time is only recorded for contended acquisitions, a bounce is an acquisition (or a
-// contention) on a different CPU from the lock's previous acquirer, and a failed trylock counts nothing.
+// contention) on a different CPU from the lock's previous acquirer, and a failed trylock counts nothing. Beyond the
+// kernel's columns, each contended acquisition is a hand-off from the lock's previous holder, counted as local (the
+// same model node) or remote: what the NUMA-aware kinds exist to change.
 // Only threads attached to the domain (the run's workers) count: set-up done by the controlling thread does not
 // appear in the statistics, so the counts of a run are exactly those of its workers. In a virtual-clock run (a
 // domain with a cost model) the workers are the simulator's virtual CPUs on one host thread: each counts into its
@@ -33,6 +35,7 @@ struct LockStatCounters {
   uint64_t wait_min = UINT64_MAX, wait_max = 0, wait_total = 0;
   uint64_t acq_bounces = 0, acquisitions = 0;
   uint64_t hold_min = UINT64_MAX, hold_max = 0, hold_total = 0;
+  uint64_t handoffs_local = 0, handoffs_remote = 0;
 };
 
 // A merged row, one per class that was acquired at least once. Times in nanoseconds.
@@ -43,9 +46,10 @@ struct LockStatRow {
   double wait_min_ns, wait_max_ns, wait_total_ns, wait_avg_ns;
   uint64_t acq_bounces, acquisitions;
   double hold_min_ns, hold_max_ns, hold_total_ns, hold_avg_ns;
+  uint64_t handoffs_local, handoffs_remote;  // contentions, by the previous holder's node: same, other (or unknown)
 };
 
-// LockStatRow's columns, in /proc/lock_stat's order (times in ns).
+// LockStatRow's columns, in /proc/lock_stat's order (times in ns), then the hand-offs by node.
 std::span<const Column<LockStatRow>> lockstat_columns();
 
 class LockDomain;
@@ -55,6 +59,7 @@ struct LockStatThread {
   const LockDomain* domain = nullptr;
   LockStatCounters* slots = nullptr;  // indexed by LockClassId
   int32_t cpu = -1;                   // model PU: bounces compare it with the lock's previous acquirer
+  int32_t node = 0;                   // its model node: where NUMA-aware kinds queue it; hand-offs compare it
 };
 extern thread_local LockStatThread tls_lockstat;
 
@@ -88,9 +93,9 @@ class LockDomain {
 
   // Allocates zeroed counters for `nr_workers` workers (discarding earlier ones).
   void reset_stats(int nr_workers);
-  // Makes the calling thread (virtual CPU) count as `worker` running on model PU `cpu`; detach() undoes it for a
-  // thread (a virtual CPU's attachment ends with the domain).
-  void attach(int worker, int cpu);
+  // Makes the calling thread (virtual CPU) count as `worker` running on model PU `cpu` of model node `node`; detach()
+  // undoes it for a thread (a virtual CPU's attachment ends with the domain).
+  void attach(int worker, int cpu, int node = 0);
   static void detach();
 
   std::vector<LockStatRow> rows() const;

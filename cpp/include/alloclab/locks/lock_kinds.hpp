@@ -4,26 +4,40 @@
 // Lock are generated from it. Each kind is one type in kinds/ with the same members: kName, kDoc, kFifo, a Token
 // (per-acquisition state the acquirer owns, e.g. an MCS queue node), enter() (fast path: true if acquired; a FIFO
 // kind has queued the acquirer otherwise), try_enter() (never queues), wait() (after a failed enter()), leave(),
-// queued(holder) (waiters behind the holder). Adding a kind is one file in kinds/ and one line here.
+// queued(holder) (waiters behind the holder), vhandoff() (its hand-off in virtual time, vhandoff.hpp). A NUMA-aware
+// kind's Token has a `numa_node` the Lock fills with the acquirer's model node before enter()/try_enter(). Adding a
+// kind is one file in kinds/ (and its .cpp in src/locks/kinds/ if it has one) and one line here.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string_view>
 
+#include "alloclab/locks/kinds/cna.hpp"
+#include "alloclab/locks/kinds/cohort.hpp"
 #include "alloclab/locks/kinds/futex_mutex.hpp"
+#include "alloclab/locks/kinds/hmcs.hpp"
+#include "alloclab/locks/kinds/kmutex.hpp"
 #include "alloclab/locks/kinds/mcs.hpp"
 #include "alloclab/locks/kinds/pthread_mutex.hpp"
+#include "alloclab/locks/kinds/qspinlock.hpp"
+#include "alloclab/locks/kinds/shfllock.hpp"
 #include "alloclab/locks/kinds/ticket.hpp"
 #include "alloclab/locks/kinds/ttas.hpp"
 
-// X(enumerator, type): in the order al.lock_kinds() lists them.
+// X(enumerator, type): in the order al.lock_kinds() lists them: user-space baselines, the kernel's own, NUMA-aware.
 #define ALLOCLAB_LOCK_KINDS(X) \
   X(mutex, FutexMutex)         \
   X(pthread, PthreadMutex)     \
   X(spin, TtasSpinlock)        \
   X(ticket, TicketSpinlock)    \
-  X(mcs, McsSpinlock)
+  X(mcs, McsSpinlock)          \
+  X(qspinlock, Qspinlock)      \
+  X(kmutex, KernelMutex)       \
+  X(cna, CnaSpinlock)          \
+  X(cohort, CohortSpinlock)    \
+  X(hmcs, HmcsSpinlock)        \
+  X(shfllock, Shfllock)
 
 namespace alloclab {
 

@@ -22,6 +22,7 @@ namespace alloclab {
 // Per virtual CPU, about the acquisition it waits for.
 struct VWaitState {
   vt::vtime began = 0;  // when it began waiting: its spin budget and backoff run from here, across lost races
+  uint32_t lost = 0;    // races it was woken for and lost to another CPU since it began (a starving waiter's sign)
 };
 
 // What a kind sees at a release.
@@ -31,8 +32,12 @@ struct VRelease {
   const vt::WaiterList& waiters;       // the queued waiters, oldest first (never empty)
   const CostModel& costs;              // the run's profile
   std::span<const VWaitState> states;  // indexed by virtual CPU
+  uint32_t batch = 0;              // hand-offs in a row the kind kept within one node (VHandoff::batch), before this
+  vt::vtime previous_release = 0;  // the lock's release before this one (0: none)
 
   vt::vtime transfer_to(int cpu) const { return costs.transfer(releaser, cpu); }
+  int node_of(int cpu) const { return costs.node_of(cpu); }
+  bool local(const vt::Waiter& w) const { return node_of(w.cpu) == node_of(releaser); }
 };
 
 // What a kind decides: at most two wake-ups (a spinner and a sleeper).
@@ -44,6 +49,8 @@ struct VHandoff {
   std::array<Wake, 2> wakes{};
   int nr_wakes = 0;
   bool owned = false;  // the lock belongs to wakes[0].cpu from the release on (FIFO kinds)
+  bool batch = false;  // NUMA-aware kinds: this hand-off continues the batch within one node (the next release sees
+                       // VRelease::batch + 1); otherwise the batch restarts at 0
 
   void wake(int cpu, vt::vtime at) { wakes[size_t(nr_wakes++)] = {cpu, at}; }
 };
@@ -65,6 +72,23 @@ const vt::Waiter* first_to_look(const VRelease& r, Probe&& probe) {
     }
   }
   return best;
+}
+
+// The oldest waiter on `node`, nullptr when none waits there.
+inline const vt::Waiter* oldest_on_node(const VRelease& r, int node) {
+  for (const vt::Waiter& w : r.waiters)
+    if (r.node_of(w.cpu) == node) return &w;
+  return nullptr;
+}
+
+// A test-and-test-and-set spinner's next look at the lock word at or after the release: it began waiting at `began`
+// and looks 1, 2, 4, ... `max_backoff` spin steps apart (TtasSpinlock's backoff, also the cohort lock's global).
+inline vt::vtime ttas_next_look(const VRelease& r, vt::vtime began, uint32_t max_backoff) {
+  const vt::vtime step = r.costs.spin_step();
+  vt::vtime t = began;
+  for (uint32_t backoff = 1; t < r.now && backoff < max_backoff; backoff *= 2) t += step * backoff;
+  if (t < r.now) t += (r.now - t + step * max_backoff - 1) / (step * max_backoff) * (step * max_backoff);
+  return t;
 }
 
 // Sleeping locks (the futex mutex, pthread_mutex): a waiter spins for `spin_steps` PAUSEs after it began waiting,

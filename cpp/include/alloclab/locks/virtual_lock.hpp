@@ -19,9 +19,11 @@ namespace alloclab {
 struct VirtualLock {
   explicit VirtualLock(std::string label) : queue(std::move(label)) {}
 
-  vt::WaitQueue queue;  // the waiters, oldest first; labelled with the lock class for deadlock messages
-  int holder = -1;      // the virtual CPU holding it (-1: free)
-  int last = -1;        // the CPU whose cache holds the lock word: its last writer (-1: never written)
+  vt::WaitQueue queue;        // the waiters, oldest first; labelled with the lock class for deadlock messages
+  int holder = -1;            // the virtual CPU holding it (-1: free)
+  int last = -1;              // the CPU whose cache holds the lock word: its last writer (-1: never written)
+  uint32_t batch = 0;         // NUMA-aware kinds: hand-offs in a row kept within one node (VHandoff::batch)
+  vt::vtime released_at = 0;  // the last release (0: none yet)
 };
 
 }  // namespace alloclab

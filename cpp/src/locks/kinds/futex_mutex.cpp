@@ -1,19 +1,10 @@
 // The futex mutex's slow paths: the optimistic spin, the sleep and the wake-up (see kinds/futex_mutex.hpp).
 #include "alloclab/locks/kinds/futex_mutex.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "alloclab/locks/futex.hpp"
 #include "alloclab/locks/spin_wait.hpp"
 
 namespace alloclab {
-
-namespace {
-long futex(std::atomic<uint32_t>* addr, int op, uint32_t val) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, nullptr, nullptr, 0);
-}
-}  // namespace
 
 void FutexMutex::wait(Token&, bool yield) noexcept {
   // Optimistic spin (none when oversubscribed: the holder may need this CPU).
@@ -28,11 +19,11 @@ void FutexMutex::wait(Token&, bool yield) noexcept {
   // release then wakes someone who may find nothing to do, which is the algorithm's price for no lost wake-ups).
   uint32_t c = word.exchange(2, std::memory_order_acquire);
   while (c != 0) {
-    futex(&word, FUTEX_WAIT_PRIVATE, 2);
+    futex_wait(reinterpret_cast<uint32_t*>(&word), 2);
     c = word.exchange(2, std::memory_order_acquire);
   }
 }
 
-void FutexMutex::wake_one() noexcept { futex(&word, FUTEX_WAKE_PRIVATE, 1); }
+void FutexMutex::wake_one() noexcept { futex_wake(reinterpret_cast<uint32_t*>(&word), 1); }
 
 }  // namespace alloclab

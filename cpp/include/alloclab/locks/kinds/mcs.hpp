@@ -2,18 +2,18 @@
 //
 // Algorithm: J. M. Mellor-Crummey and M. L. Scott, "Algorithms for Scalable Synchronization on Shared-Memory
 // Multiprocessors", ACM TOCS 9(1), 1991; Concurrency Kit's ck_spinlock_mcs; LiTL's src/mcs.c. Each acquirer brings
-// a queue node (here in its LockToken, on its stack, a cache line of its own) and swaps it into the tail; with a
-// predecessor it links itself behind it and spins on its own node's flag, which the predecessor clears at release.
+// a queue node (mcs_node.hpp; here in its LockToken, on its stack, a cache line of its own) and swaps it into the tail;
+// with a predecessor it links itself behind it and spins on its own node's flag, which the predecessor sets at release.
 // Fairness: FIFO. Cost: one exchange to acquire; release is one CAS when nobody waits, else one store into the
 // successor's node: a single line transfer per hand-off, whatever the number of waiters.
-// Leaves out: qspinlock's pending bit and locked-byte fast path (the `qspinlock` kind will add them).
+// Leaves out: qspinlock's pending bit and locked-byte fast path (the `qspinlock` kind has them).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <string_view>
 
-#include "alloclab/locks/spin_wait.hpp"
+#include "alloclab/locks/mcs_node.hpp"
 #include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
@@ -25,56 +25,25 @@ struct McsSpinlock {
       "kernel spinlocks";
   static constexpr bool kFifo = true;
 
-  // The queue node, one per acquisition, alone on its cache line (its owner spins on `locked`). Plain fields,
-  // reached through std::atomic_ref, so that a token costs nothing until enter() initialises it.
-  struct alignas(64) Token {
-    Token* next_;
-    uint32_t locked_;
-    std::atomic_ref<Token*> next() noexcept { return std::atomic_ref<Token*>(next_); }
-    std::atomic_ref<uint32_t> locked() noexcept { return std::atomic_ref<uint32_t>(locked_); }
-    Token* next_acquire() const noexcept {
-      return std::atomic_ref<Token* const>(next_).load(std::memory_order_acquire);
-    }
-  };
+  // The queue node, one per acquisition, alone on its cache line (its owner spins on `locked`).
+  struct alignas(64) Token : McsNode {};
 
-  bool enter(Token& me) noexcept {
-    me.next().store(nullptr, std::memory_order_relaxed);
-    me.locked().store(1, std::memory_order_relaxed);
-    // Swap our node into the tail: with no predecessor the lock is ours. acq_rel: the node's initialisation is
-    // published with the swap (a later waiter writes its next field), and the previous holder's section is ours.
-    Token* prev = tail.exchange(&me, std::memory_order_acq_rel);
-    if (prev == nullptr) return true;
-    prev->next().store(&me, std::memory_order_release);  // link in; the predecessor hands over through it
-    return false;
-  }
+  bool enter(Token& me) noexcept { return mcs_enqueue(tail, me) == nullptr; }
   bool try_enter(Token& me) noexcept {
     me.next().store(nullptr, std::memory_order_relaxed);
-    me.locked().store(1, std::memory_order_relaxed);
+    me.locked().store(0, std::memory_order_relaxed);
     // acq_rel, as enter()'s exchange (TSan found the acquire-only version: a later waiter writes our next).
-    Token* expected = nullptr;
+    McsNode* expected = nullptr;
     return tail.compare_exchange_strong(expected, &me, std::memory_order_acq_rel, std::memory_order_relaxed);
   }
-  // Spin on our own node until the predecessor clears it.
-  void wait(Token& me, bool yield) noexcept {
-    while (me.locked().load(std::memory_order_acquire) != 0) spin_relax(yield);
-  }
+  // Spin on our own node until the predecessor passes the lock on.
+  void wait(Token& me, bool yield) noexcept { mcs_wait(me, yield); }
+  // Hand over to the successor (one store into its line), or leave the queue empty.
   void leave(Token& me) noexcept {
-    Token* succ = me.next().load(std::memory_order_acquire);
-    if (succ == nullptr) {
-      // No successor linked yet: if we are still the tail, the queue is empty and the lock is free.
-      Token* self = &me;
-      if (tail.compare_exchange_strong(self, nullptr, std::memory_order_release, std::memory_order_relaxed)) return;
-      // Someone swapped in behind us but has not linked yet: wait for the link.
-      while ((succ = me.next().load(std::memory_order_acquire)) == nullptr) cpu_pause();
-    }
-    succ->locked().store(0, std::memory_order_release);  // hand over: one store into the successor's line
+    if (McsNode* succ = mcs_successor_or_close(tail, me)) mcs_pass(*succ, 1);
   }
   // Waiters linked behind `holder` (the holder's own token; only while it holds the lock, so nodes are alive).
-  uint32_t queued(const Token& holder) const noexcept {
-    uint32_t n = 0;
-    for (const Token* t = holder.next_acquire(); t; t = t->next_acquire()) ++n;
-    return n;
-  }
+  uint32_t queued(const Token& holder) const noexcept { return mcs_count_behind(holder); }
 
   // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once, after one line transfer (the release's
   // store into the successor's node), whatever the number of waiters.
@@ -86,7 +55,7 @@ struct McsSpinlock {
     return h;
   }
 
-  std::atomic<Token*> tail{nullptr};
+  std::atomic<McsNode*> tail{nullptr};
 };
 
 }  // namespace alloclab

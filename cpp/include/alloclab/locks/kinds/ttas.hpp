@@ -58,12 +58,8 @@ struct TtasSpinlock {
   // soonest wins (usually the nearest, unless a far one looks sooner), woken at its look to pay the transfer and the
   // exchange itself. The lock stays free meanwhile: a newcomer may take it first.
   static VHandoff vhandoff(const VRelease& r) {
-    const vt::vtime step = r.costs.spin_step();
     const auto next_look = [&](const vt::Waiter& w) {
-      vt::vtime t = r.states[size_t(w.cpu)].began;
-      for (uint32_t backoff = 1; t < r.now && backoff < kMaxBackoff; backoff *= 2) t += step * backoff;
-      if (t < r.now) t += (r.now - t + step * kMaxBackoff - 1) / (step * kMaxBackoff) * (step * kMaxBackoff);
-      return t;
+      return ttas_next_look(r, r.states[size_t(w.cpu)].began, kMaxBackoff);
     };
     VHandoff h;
     const vt::Waiter* w = first_to_look(r, [&](const vt::Waiter& x) { return int64_t(next_look(x)); });

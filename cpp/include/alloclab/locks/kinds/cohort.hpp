@@ -1,0 +1,35 @@
+// cohort: C-BO-MCS, the cohort lock of a global test-and-test-and-set lock with backoff and one MCS lock per node.
+//
+// Algorithm: D. Dice, V. J. Marathe and N. Shavit, "Lock Cohorting: A General Technique for Designing NUMA Locks",
+// PPoPP 2012 (section 3, C-BO-MCS); LiTL's src/cbomcs.c. The construction is cohort_base.hpp's with the `spin` kind
+// (TtasSpinlock) as the global lock: a node keeps the lock for up to kLimit local hand-offs, then releases the global
+// lock, which the local heads of every node (its own next waiter among them) race for with backoff.
+// Fairness: none between nodes (the global lock is a race, usually won by the nearest), FIFO within a node's batch.
+// Cost: a local hand-off is one transfer within the node; a global one, the release, the race, and a local pass.
+// On one node it is an MCS lock that every kLimit hand-offs lets its next waiter take a free TTAS word.
+// Leaves out: what cohort_base.hpp leaves out.
+#pragma once
+
+#include <string_view>
+
+#include "alloclab/locks/cohort_base.hpp"
+#include "alloclab/locks/kinds/ttas.hpp"
+#include "alloclab/locks/vhandoff.hpp"
+
+namespace alloclab {
+
+struct CohortSpinlock : CohortBase<TtasSpinlock, 64> {
+  static constexpr std::string_view kName = "cohort";
+  static constexpr std::string_view kDoc =
+      "C-BO-MCS cohort lock (Dice, Marathe & Shavit, PPoPP'12): a per-node MCS lock under a global backoff lock; "
+      "passed within the node up to a limit of hand-offs in a row";
+  static constexpr bool kFifo = false;
+
+  // Virtual time (vhandoff.hpp): below the limit, the oldest waiter of the releaser's node gets the lock (the local
+  // MCS pass with the global lock: owned at once, one transfer). Otherwise the global word is released and the oldest
+  // waiter of each node (its local head) races for it on TtasSpinlock's backoff schedule: the first whose look reads
+  // the line wins, woken at its look to pay the transfer and the exchange; a newcomer may take it first.
+  static VHandoff vhandoff(const VRelease& r);
+};
+
+}  // namespace alloclab

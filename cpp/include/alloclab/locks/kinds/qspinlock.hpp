@@ -1,0 +1,68 @@
+// qspinlock: the kernel's queued spinlock (kernel/locking/qspinlock.c, include/asm-generic/qspinlock_types.h, v6.x),
+// the spinlock_t of every SMP x86 kernel since v4.2.
+//
+// Algorithm: W. Long and P. Zijlstra's qspinlock: one 4-byte word holds the locked byte (bits 0-7), the pending bit
+// (bit 8) and the MCS tail (bits 16-31: 2 bits of per-CPU node index and 14 bits of CPU number + 1). Fast path: one
+// cmpxchg 0 -> locked. The second contender does not queue: it sets the pending bit and spins on the word until the
+// locked byte clears, then takes it (clear_pending_set_locked). Contenders beyond queue on per-CPU MCS nodes
+// (mcs_node.hpp; four per CPU, one per nesting context): the tail is exchanged into the word, the node is linked
+// behind its predecessor and spins on its own flag; the queue head spins on the word until locked and pending are
+// both clear, takes the lock (clearing the tail if it is alone), and passes the head role to its successor. A "CPU"
+// here is a thread: each thread that ever queues gets a CPU number of its own (returned when it exits).
+// Fairness: FIFO among waiters (pending first, then the queue). Cost: one cmpxchg and one release uncontended; with
+// contention one line transfer per hand-off (the head spins on the lock word itself).
+// Leaves out: paravirt spinning (pv_wait_node/pv_kick), the 8-bit xchg of the tail (a cmpxchg loop on the word here,
+// the kernel's NR_CPUS >= 16K variant), the locked-byte release store (an atomic subtract here: C++ atomics cannot
+// mix widths on one word), qspinlock statistics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "alloclab/locks/kinds/mcs.hpp"
+#include "alloclab/locks/vhandoff.hpp"
+
+namespace alloclab {
+
+struct Qspinlock {
+  static constexpr std::string_view kName = "qspinlock";
+  static constexpr std::string_view kDoc =
+      "the kernel's queued spinlock: 4-byte word with locked byte, pending bit and MCS tail over per-CPU nodes; the "
+      "second contender spins on the pending bit, the others queue (FIFO)";
+  static constexpr bool kFifo = true;
+
+  // The word's fields (asm-generic/qspinlock_types.h, NR_CPUS < 16K).
+  static constexpr uint32_t kLockedVal = 1u;          // _Q_LOCKED_VAL
+  static constexpr uint32_t kLockedMask = 0xffu;      // _Q_LOCKED_MASK
+  static constexpr uint32_t kPendingVal = 1u << 8;    // _Q_PENDING_VAL
+  static constexpr uint32_t kTailOffset = 16;         // _Q_TAIL_OFFSET: index (2 bits), then CPU + 1 (14 bits)
+  static constexpr uint32_t kTailMask = 0xffff0000u;  // _Q_TAIL_MASK
+  static constexpr uint32_t kLockedPendingMask = kLockedMask | kPendingVal;
+  static constexpr int kMaxNodes = 4;  // MAX_NODES: task, softirq, hardirq, nmi
+
+  struct Token {};  // the queue node is per CPU, not per acquisition
+
+  // queued_spin_lock's fast path: 0 -> locked.
+  bool enter(Token&) noexcept {
+    uint32_t expected = 0;
+    return val.compare_exchange_strong(expected, kLockedVal, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  // queued_spin_trylock: only when the whole word is 0 (nobody holds, pends or queues).
+  bool try_enter(Token& t) noexcept { return val.load(std::memory_order_relaxed) == 0 && enter(t); }
+  // queued_spin_lock_slowpath (qspinlock.cpp): pending, or the queue.
+  void wait(Token&, bool yield) noexcept;
+  // queued_spin_unlock: clears the locked byte.
+  void leave(Token&) noexcept { val.fetch_sub(kLockedVal, std::memory_order_release); }
+  // The pending waiter plus the nodes queued behind the tail's predecessors (for tests; call while holding the lock).
+  uint32_t queued(const Token&) const noexcept;
+
+  // Virtual time (vhandoff.hpp): as MCS: FIFO, owned by the oldest waiter at once after one line transfer. The
+  // pending waiter and the queue head both spin on the lock word, so the releaser's store reaches the next owner in
+  // one transfer; the new holder's store into its successor's node comes after, inside its critical section.
+  static VHandoff vhandoff(const VRelease& r) { return McsSpinlock::vhandoff(r); }
+
+  std::atomic<uint32_t> val{0};  // locked byte | pending bit | tail
+};
+
+}  // namespace alloclab
