@@ -2,9 +2,12 @@
 // for free_vmap_area_list, the busy/lazy lists of a vmap_node and the size-class pools.
 //
 // Models: struct list_head with list_add, list_add_tail, list_del_init, list_move_tail, list_replace_init and
-// list_empty (list_entry is va_of_list() in vmap_area.hpp, an offsetof container_of).
+// list_empty (list_entry is va_of_list() in vmap_area.hpp, an offsetof container_of). In a virtual-clock run each
+// insertion or removal is a list_op that writes the lines of the entry and of its two neighbours (a move is two).
 // Leaves out: RCU variants, poisoning, list debugging.
 #pragma once
+
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -21,7 +24,18 @@ struct ListHead {
 
 inline void INIT_LIST_HEAD(ListHead* h) { h->next = h->prev = h; }
 
+// The cost of linking or unlinking `e` between `prev` and `next`.
+inline void list_op_cost(const ListHead* e, const ListHead* prev, const ListHead* next) {
+  if (CostModel* m = vcost::active()) [[unlikely]] {
+    m->charge(Op::list_op, 1);
+    m->touch(prev, true);
+    m->touch(e, true);
+    m->touch(next, true);
+  }
+}
+
 inline void __list_add(ListHead* n, ListHead* prev, ListHead* next) {
+  list_op_cost(n, prev, next);
   next->prev = n;
   n->next = next;
   n->prev = prev;
@@ -32,11 +46,13 @@ inline void list_add(ListHead* n, ListHead* head) { __list_add(n, head, head->ne
 // Inserts `n` right before `head` (at the tail of the list `head` heads).
 inline void list_add_tail(ListHead* n, ListHead* head) { __list_add(n, head->prev, head); }
 inline void list_del_init(ListHead* e) {
+  list_op_cost(e, e->prev, e->next);
   e->prev->next = e->next;
   e->next->prev = e->prev;
   INIT_LIST_HEAD(e);
 }
 inline void list_move_tail(ListHead* e, ListHead* head) {
+  list_op_cost(e, e->prev, e->next);
   e->prev->next = e->next;
   e->next->prev = e->prev;
   list_add_tail(e, head);
@@ -47,6 +63,7 @@ inline void list_replace_init(ListHead* old, ListHead* n) {
     INIT_LIST_HEAD(n);
     return;
   }
+  list_op_cost(n, old->next, old->prev);  // the first and last entries now point at `n`
   n->next = old->next;
   n->next->prev = n;
   n->prev = old->prev;

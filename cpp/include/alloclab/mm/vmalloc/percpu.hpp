@@ -16,6 +16,7 @@
 
 #include "alloclab/base/counters.hpp"
 #include "alloclab/mm/vmalloc/vmap_area.hpp"
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -99,18 +100,25 @@ struct alignas(64) VmapCpu {
 inline constexpr unsigned VA_CACHE_MAX = 256;
 
 // kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free(): from / to this CPU's object cache when possible.
+// In a virtual-clock run a pop or push of the per-CPU cache is a list_op that writes the object.
 inline VmapArea* kmem_cache_alloc_va(VmapCpu& c) {
   ++c.st.va_objs_alloc;
   if (VmapArea* va = c.cache) {
+    vcost::charge(Op::list_op);
+    vcost::touch(va, true);
     c.cache = *reinterpret_cast<VmapArea**>(va);
     --c.cache_len;
     return new (va) VmapArea;
   }
-  return new VmapArea;
+  VmapArea* va = new VmapArea;
+  vcost::forget(va, sizeof(VmapArea));
+  return va;
 }
 inline void kmem_cache_free_va(VmapCpu& c, VmapArea* va) {
   ++c.st.va_objs_free;
   if (c.cache_len < VA_CACHE_MAX) {
+    vcost::charge(Op::list_op);
+    vcost::touch(va, true);
     va->~VmapArea();
     *reinterpret_cast<VmapArea**>(va) = c.cache;
     c.cache = va;

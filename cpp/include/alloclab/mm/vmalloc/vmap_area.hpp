@@ -54,7 +54,9 @@ struct VmStruct {
   unsigned nr_pages = 0;
 };
 
-struct VmapArea {
+// Line-aligned so that its lines are the same in every run (base/line_aligned.hpp); the kernel's 72-byte slab
+// objects share lines with their neighbours, which the model leaves out.
+struct alignas(64) VmapArea {
   unsigned long va_start = 0;
   unsigned long va_end = 0;
   RbNode rb_node;  // address-sorted rbtree
