@@ -41,6 +41,9 @@
 // rwsem's shared cache line to enter and one to leave; there is no writer, so no reader ever waits. It is counted
 // per task and reported as a lock_stat row by the scenario. (Modern kernels take the per-VMA lock instead,
 // lock_vma_under_rcu: also one atomic on one shared line per fault, so the same model stands for it.)
+// Virtual time: the PTE, mmap_sem's count and the page flags are atomic RMWs on tracked lines, the swap-vector walk
+// is a tree_step per level, clear_highpage with real backing is a bulk clear of 4 KiB on the page's node (each line
+// read for ownership and written), and the read of the page's first byte is a tracked line.
 // Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits (max_blocks 0, as the seed's test),
 // VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the task's node), huge pages, the
 // modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a CAS on the PTE instead),
@@ -56,6 +59,7 @@
 #include "alloclab/base/clock.hpp"
 #include "alloclab/base/counters.hpp"
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/line_aligned.hpp"
 #include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_cache.hpp"
@@ -148,6 +152,7 @@ class alignas(64) MmapSem {
  public:
   // down_read: one atomic RMW on the shared line. Returns the hold's start (clock ticks) with lock_stat on, else 0.
   uint64_t down_read(ShmemStats& st, int cpu, bool lockstat) {
+    vcost::rmw(&count_);
     count_.fetch_add(1, std::memory_order_acquire);
     ++st.mmap_sem_reads;
     if (!lockstat) return 0;
@@ -164,6 +169,7 @@ class alignas(64) MmapSem {
       if (h < st.mmap.mmap_hold_min) st.mmap.mmap_hold_min = h;
       if (h > st.mmap.mmap_hold_max) st.mmap.mmap_hold_max = h;
     }
+    vcost::rmw(&count_);
     count_.fetch_sub(1, std::memory_order_release);
   }
   long readers() const { return count_.load(std::memory_order_relaxed); }
@@ -277,8 +283,8 @@ class ShmemFile {
   alignas(64) PageCache mapping_;
   LruCache lru_;
   MmapSem mmap_sem_;
-  std::unique_ptr<std::atomic<uint64_t>[]> pte_;  // Page* of each index's PTE, 0 = pte_none
-  std::vector<char*> backing_base_;               // each node's 4 KiB frames (Backing::real), by node
+  line_vector<std::atomic<uint64_t>> pte_;  // Page* of each index's PTE, 0 = pte_none
+  std::vector<char*> backing_base_;         // each node's 4 KiB frames (Backing::real), by node
   std::vector<std::unique_ptr<ShmemTask>> tasks_;
   bool torn_down_ = false;
 };
