@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "alloclab/base/scheduler.hpp"
 #include "alloclab/locks/spin_wait.hpp"
 
 namespace alloclab::mm {
@@ -15,6 +16,8 @@ namespace alloclab::mm {
 namespace {
 
 [[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
+
+constexpr unsigned PAGE_WAIT_TABLE_BITS = 8;  // mm/filemap.c: 256 hashed wait queues for page bits
 
 uint64_t div_round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -75,6 +78,8 @@ ShmemFile::ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg
       if (ms.node_present_pages(n))
         backing_base_[size_t(n)] = static_cast<char*>(ms.page_address(ms.zone(n).zone_mem_map));
   pte_ = line_vector<std::atomic<uint64_t>>(cfg.nr_pages);
+  for (unsigned i = 0; i < (1u << PAGE_WAIT_TABLE_BITS); ++i)
+    page_wait_table_.push_back(std::make_unique<WaitEvent>("PG_locked"));
 }
 
 ShmemFile::~ShmemFile() {
@@ -112,12 +117,29 @@ void ShmemFile::info_lock(ShmemTask& t, LockToken& tok) {
 
 void ShmemFile::info_unlock(LockToken& tok) { info_.lock->unlock(tok); }
 
+WaitEvent& ShmemFile::page_waitqueue(const Page& p) {
+  const uint64_t hash = (reinterpret_cast<uintptr_t>(&p) >> 6) * 0x9e3779b97f4a7c15ull;  // hash_ptr(page, bits)
+  return *page_wait_table_[size_t(hash >> (64 - PAGE_WAIT_TABLE_BITS))];
+}
+
 void ShmemFile::lock_page(ShmemTask& t, Page& p) {
   if (trylock_page(p)) return;
-  ++t.st.page_lock_waits;  // __lock_page: the kernel sleeps on the page's wait queue until unlock_page
+  ++t.st.page_lock_waits;  // __lock_page
+  const bool on_virtual_cpu = vt::current_cpu() >= 0;
   do {
-    spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
+    if (!on_virtual_cpu) {
+      spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
+      continue;
+    }
+    // folio_wait_bit_common: sleep on the page's wait queue until unlock_page wakes it. The look at PG_locked costs
+    // nothing here: a wait must start at the instant it checks (the retried trylock pays for the line).
+    if (!page_waitqueue(p).wait([&] { return !((flags_racy(p) >> PG_locked) & 1); }, {})) throw vt::Stopped();
   } while (!trylock_page(p));
+}
+
+void ShmemFile::unlock_page(Page& p) {
+  mm::unlock_page(p);  // clear_bit_unlock (an atomic RMW: charged before the wake)
+  if (vt::current_cpu() >= 0) page_waitqueue(p).announce([] {});  // wake_up_page: every sleeper looks again
 }
 
 Page* ShmemFile::find_lock_page(ShmemTask& t, uint64_t idx) {
