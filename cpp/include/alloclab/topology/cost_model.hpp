@@ -72,8 +72,10 @@ class CostModel {
   void charge(Op o, uint64_t n);
   // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
   void touch(const void* line, bool write);
-  // Memory the host's heap just gave model code (a fresh slab object): its lines start untracked, whatever an object
-  // freed at the same address left (the heap's reuse of addresses differs from run to run). Charges nothing.
+  // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
+  // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
+  // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
+  // live neighbour's state is lost. Charges nothing.
   void forget(const void* p, uint64_t bytes);
   // Streaming `bytes` to or from node `node`'s memory (a sync point): at the core's bandwidth or the node's share
   // of it, whichever is lower, the node's bandwidth being shared by the bulk work running on it at that time.

@@ -77,7 +77,7 @@ bool va_clip(VmapCpu& c, VaTree& free, VmapArea* va, unsigned long nva_start_add
   VmapArea* lva = nullptr;
   const FitType type = classify_va_fit_type(va, nva_start_addr, size);
   ++c.st.fit(type);
-  vcost::touch(va, true);  // its va_start / va_end
+  vcost::touch(va_line(va), true);  // its va_start / va_end
   switch (type) {
     case FL_FIT_TYPE:
       //  |               |

@@ -84,6 +84,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
       ++c.st.lazy_lock;
       touch(vn->lazy_last_cpu, c);
       vn->lazy.root = RbRoot{};
+      vcost::touch(&vn->lazy.head, true);
       list_replace_init(&vn->lazy.head, &local_purge_list);
       vn->lazy_count.store(0, std::memory_order_relaxed);
     }
@@ -122,6 +123,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
         ++c.st.lazy_lock;
         touch(vn->lazy_last_cpu, c);
         vn->lazy.root = RbRoot{};
+        vcost::touch(&vn->lazy.head, true);
         list_replace_init(&vn->lazy.head, &vn->purge_list);
         vn->lazy_count.store(0, std::memory_order_relaxed);
       }
@@ -153,6 +155,7 @@ void VmallocSpace::purge_vmap_node(VmapCpu& c, VmapNode* vn) {
     VmapArea* va = va_of_list(p);
     const unsigned long nr = (va->va_end - va->va_start) >> PAGE_SHIFT;
     const unsigned vn_id = decode_vn_id(va->flags);
+    vcost::touch(va_line(va), true);
     list_del_init(&va->list);
     nr_purged_pages += nr;
     ++vn->nr_purged;

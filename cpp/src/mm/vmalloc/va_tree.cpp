@@ -53,6 +53,7 @@ void link_va(VmapArea* va, RbRoot* root, RbNode* parent, RbNode** link, ListHead
   } else {
     rb_insert_color(&va->rb_node, root);
   }
+  vcost::touch(va_line(va), true);
   list_add(&va->list, head);  // address-sorted list
 }
 
@@ -62,6 +63,7 @@ void unlink_va(VmapArea* va, RbRoot* root, bool augment) {
     rb_erase_augmented<FreeVaAugment>(&va->rb_node, root);
   else
     rb_erase(&va->rb_node, root);
+  vcost::touch(va_line(va), true);
   list_del_init(&va->list);
   RB_CLEAR_NODE(&va->rb_node);
 }
@@ -112,9 +114,9 @@ VmapArea* merge_or_add(VmapCpu& c, VmapArea* va, VaTree& t, bool augment) {
     //  |<------VA------>|<-----Next----->|
     if (next != head) {
       VmapArea* sibling = va_of_list(next);
-      vcost::touch(&sibling->va_start, false);
+      vcost::touch(va_line(sibling), false);
       if (sibling->va_start == va->va_end) {
-        vcost::touch(&sibling->va_start, true);
+        vcost::touch(va_line(sibling), true);
         sibling->va_start = va->va_start;
         kmem_cache_free_va(c, va);
         va = sibling;
@@ -124,12 +126,12 @@ VmapArea* merge_or_add(VmapCpu& c, VmapArea* va, VaTree& t, bool augment) {
     //  |<-----Prev----->|<------VA------>|
     if (next->prev != head) {
       VmapArea* sibling = va_of_list(next->prev);
-      vcost::touch(&sibling->va_end, false);
+      vcost::touch(va_line(sibling), false);
       if (sibling->va_end == va->va_start) {
         // If both neighbours coalesce, unlink "next" first, then merge into "prev"; otherwise the augmented
         // values could be left stale by the rotations of the erase.
         if (merged) unlink_va(va, &t.root, augment);
-        vcost::touch(&sibling->va_end, true);
+        vcost::touch(va_line(sibling), true);
         sibling->va_end = va->va_end;
         kmem_cache_free_va(c, va);
         va = sibling;

@@ -58,6 +58,8 @@ VmapArea* VmallocSpace::node_pool_del_va(VmapCpu& c, VmapNode* vn, unsigned long
     if (IS_ALIGNED(va->va_start, align)) {
       const bool err = va_size(va) != size || va->va_start < vstart || va->va_end > vend;
       if (!err) {
+        vcost::touch(&vp->head, true);
+        vcost::touch(va_line(va), true);
         list_del_init(&va->list);
         vcost::touch(&vp->len, true);
         vp->len.store(vp->len.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
@@ -65,6 +67,8 @@ VmapArea* VmallocSpace::node_pool_del_va(VmapCpu& c, VmapNode* vn, unsigned long
         va = nullptr;  // WARN_ON_ONCE in the kernel
       }
     } else {
+      vcost::touch(&vp->head, true);
+      vcost::touch(va_line(va), true);
       list_move_tail(&va->list, &vp->head);
       va = nullptr;
     }
@@ -78,6 +82,8 @@ bool VmallocSpace::node_pool_add_va(VmapCpu& c, VmapNode* vn, VmapArea* va) {
   ScopedLock g(vn->pool_lock);
   ++c.st.pool_lock;
   touch(vn->pool_last_cpu, c);
+  vcost::touch(&vp->head, true);
+  vcost::touch(va_line(va), true);
   list_add(&va->list, &vp->head);
   vcost::touch(&vp->len, true);
   vp->len.store(vp->len.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -97,6 +103,7 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
       ScopedLock g(vn->pool_lock);
       ++c.st.pool_lock;
       touch(vn->pool_last_cpu, c);
+      vcost::touch(&vp.head, true);
       list_replace_init(&vp.head, &tmp_list);
       vcost::touch(&vp.len, true);
       pool_len = n_decay = vp.len.load(std::memory_order_relaxed);
@@ -108,6 +115,7 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
     for (ListHead *p = tmp_list.next, *n = p->next; p != &tmp_list; p = n, n = p->next) {
       if (!n_decay--) break;
       VmapArea* va = va_of_list(p);
+      vcost::touch(va_line(va), true);
       list_del_init(&va->list);
       merge_or_add_vmap_area(c, va, decay);
       ++c.st.decayed_areas;
@@ -117,6 +125,7 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
       ScopedLock g(vn->pool_lock);
       ++c.st.pool_lock;
       touch(vn->pool_last_cpu, c);
+      vcost::touch(&vp.head, true);
       list_replace_init(&tmp_list, &vp.head);
       vcost::touch(&vp.len, true);
       vp.len.store(pool_len, std::memory_order_relaxed);

@@ -3,7 +3,8 @@
 //
 // Models: struct list_head with list_add, list_add_tail, list_del_init, list_move_tail, list_replace_init and
 // list_empty (list_entry is va_of_list() in vmap_area.hpp, an offsetof container_of). In a virtual-clock run each
-// insertion or removal is a list_op that writes the lines of the entry and of its two neighbours (a move is two).
+// insertion or removal is a list_op (a move is two); the lines it writes are the callers' to touch (an entry is a
+// vmap_area, whose line is va_line(), and the callers know which neighbour is a list head).
 // Leaves out: RCU variants, poisoning, list debugging.
 #pragma once
 
@@ -24,18 +25,8 @@ struct ListHead {
 
 inline void INIT_LIST_HEAD(ListHead* h) { h->next = h->prev = h; }
 
-// The cost of linking or unlinking `e` between `prev` and `next`.
-inline void list_op_cost(const ListHead* e, const ListHead* prev, const ListHead* next) {
-  if (CostModel* m = vcost::active()) [[unlikely]] {
-    m->charge(Op::list_op, 1);
-    m->touch(prev, true);
-    m->touch(e, true);
-    m->touch(next, true);
-  }
-}
-
 inline void __list_add(ListHead* n, ListHead* prev, ListHead* next) {
-  list_op_cost(n, prev, next);
+  vcost::charge(Op::list_op);
   next->prev = n;
   n->next = next;
   n->prev = prev;
@@ -46,13 +37,13 @@ inline void list_add(ListHead* n, ListHead* head) { __list_add(n, head, head->ne
 // Inserts `n` right before `head` (at the tail of the list `head` heads).
 inline void list_add_tail(ListHead* n, ListHead* head) { __list_add(n, head->prev, head); }
 inline void list_del_init(ListHead* e) {
-  list_op_cost(e, e->prev, e->next);
+  vcost::charge(Op::list_op);
   e->prev->next = e->next;
   e->next->prev = e->prev;
   INIT_LIST_HEAD(e);
 }
 inline void list_move_tail(ListHead* e, ListHead* head) {
-  list_op_cost(e, e->prev, e->next);
+  vcost::charge(Op::list_op);
   e->prev->next = e->next;
   e->next->prev = e->prev;
   list_add_tail(e, head);
@@ -63,7 +54,7 @@ inline void list_replace_init(ListHead* old, ListHead* n) {
     INIT_LIST_HEAD(n);
     return;
   }
-  list_op_cost(n, old->next, old->prev);  // the first and last entries now point at `n`
+  vcost::charge(Op::list_op);
   n->next = old->next;
   n->next->prev = n;
   n->prev = old->prev;

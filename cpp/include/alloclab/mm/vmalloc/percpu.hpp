@@ -100,25 +100,26 @@ struct alignas(64) VmapCpu {
 inline constexpr unsigned VA_CACHE_MAX = 256;
 
 // kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free(): from / to this CPU's object cache when possible.
-// In a virtual-clock run a pop or push of the per-CPU cache is a list_op that writes the object.
+// In a virtual-clock run a pop or push of the per-CPU cache is a list_op that writes the object (its va_line()); a
+// fresh object from the heap starts untracked.
 inline VmapArea* kmem_cache_alloc_va(VmapCpu& c) {
   ++c.st.va_objs_alloc;
   if (VmapArea* va = c.cache) {
     vcost::charge(Op::list_op);
-    vcost::touch(va, true);
+    vcost::touch(va_line(va), true);
     c.cache = *reinterpret_cast<VmapArea**>(va);
     --c.cache_len;
     return new (va) VmapArea;
   }
   VmapArea* va = new VmapArea;
-  vcost::forget(va, sizeof(VmapArea));
+  vcost::forget(va_line(va), 1);  // its own line only: the heap packs areas
   return va;
 }
 inline void kmem_cache_free_va(VmapCpu& c, VmapArea* va) {
   ++c.st.va_objs_free;
   if (c.cache_len < VA_CACHE_MAX) {
     vcost::charge(Op::list_op);
-    vcost::touch(va, true);
+    vcost::touch(va_line(va), true);
     va->~VmapArea();
     *reinterpret_cast<VmapArea**>(va) = c.cache;
     c.cache = va;
