@@ -80,7 +80,7 @@ TEST_F(HugetlbTest, BootNodeAllocatesRoundRobinAndEnqueuesEveryFolioOnItsNode) {
   EXPECT_EQ(h.nr_huge_pages, 61u);
   EXPECT_EQ(h.free_huge_pages, 61u);
   // The worker-local cursor starts at first_online_node: nodes 0, 1, 0, 1, ...
-  EXPECT_EQ(h.nr_huge_pages_node, (std::vector<unsigned long>{31, 30}));
+  EXPECT_EQ(h.nr_huge_pages_node, (line_vector<unsigned long>{31, 30}));
   const HugetlbCheck c = hugetlb->check_pool(h);
   ASSERT_TRUE(c.ok) << c.summary();
   EXPECT_EQ(c.folios, 61u);
@@ -116,7 +116,7 @@ TEST_F(HugetlbTest, PerFolioTakesTheLockOncePerFolio) {
   EXPECT_EQ(acquisitions("hugetlb_lock"), 27u);
   EXPECT_EQ(st.lists_added, 2u);
   // Each call restarts its cursor at node 0: 10 + 4 on node 0.
-  EXPECT_EQ(h.nr_huge_pages_node, (std::vector<unsigned long>{14, 13}));
+  EXPECT_EQ(h.nr_huge_pages_node, (line_vector<unsigned long>{14, 13}));
   ASSERT_TRUE(hugetlb->check_pool(h).ok);
   expect_memory_returned(h, 27);
 }
@@ -129,7 +129,7 @@ TEST_F(HugetlbTest, SharedCursorContinuesAcrossCalls) {
   HugetlbThreadStats st;
   hugetlb->hugetlb_pages_alloc_boot_node(h, 0, 4, 0, st);  // nodes 0 1 2 0
   hugetlb->hugetlb_pages_alloc_boot_node(h, 4, 8, 0, st);  // nodes 1 2 0 1 (h->next_nid_to_alloc)
-  EXPECT_EQ(h.nr_huge_pages_node, (std::vector<unsigned long>{3, 3, 2}));
+  EXPECT_EQ(h.nr_huge_pages_node, (line_vector<unsigned long>{3, 3, 2}));
   EXPECT_EQ(h.next_nid_to_alloc.load(), 2);
   expect_memory_returned(h, 8);
 }
@@ -189,7 +189,7 @@ TEST_P(HugetlbGiganticTest, BootmemThenGatherInitialisesTailsAndLocksAsTheKernel
   const HugetlbCheck c = hugetlb->check_pool(h);
   ASSERT_TRUE(c.ok) << c.summary();
   EXPECT_EQ(c.tails_checked, 11u * (hvo ? 63 : 1023));
-  EXPECT_EQ(h.nr_huge_pages_node, (std::vector<unsigned long>{6, 5}));
+  EXPECT_EQ(h.nr_huge_pages_node, (line_vector<unsigned long>{6, 5}));
   EXPECT_TRUE(hugetlb->huge_boot_pages(0).empty());
   expect_memory_returned(h, 11);
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "alloclab/topology/cost_model.hpp"
+
 namespace alloclab {
 
 namespace {
@@ -62,6 +64,7 @@ int PadataInstance::padata_work_alloc_mt(int nworks) {
   int i;
   // Start at 1 because the current task participates in the job.
   for (i = 1; i < nworks; ++i) {
+    vcost::rmw(&free_works_);
     int f = free_works_.load(std::memory_order_relaxed);
     bool taken = false;
     while (f > 0 && !(taken = free_works_.compare_exchange_weak(f, f - 1, std::memory_order_relaxed))) {
@@ -72,10 +75,13 @@ int PadataInstance::padata_work_alloc_mt(int nworks) {
 }
 
 void PadataInstance::padata_works_free(int works) {
-  if (works > 0) free_works_.fetch_add(works, std::memory_order_relaxed);
+  if (works <= 0) return;
+  vcost::rmw(&free_works_);
+  free_works_.fetch_add(works, std::memory_order_relaxed);
 }
 
 int PadataInstance::next_work_node() {
+  vcost::rmw(&last_used_nid_);
   int old_node = last_used_nid_.load(std::memory_order_relaxed);
   int nid;
   do {
@@ -133,12 +139,15 @@ uint64_t PadataMtJobState::padata_mt_helper(int) {
   uint64_t chunks = 0;
   LockToken t;
   lock_.lock(t);
-  while (job_.size > 0) {
+  for (;;) {
+    vcost::touch(&job_, false);  // the job's start and size, under ps.lock
+    if (job_.size == 0) break;
     const unsigned long start = job_.start;
     // So end is chunk size aligned if enough work remains.
     unsigned long size = roundup(start + 1, chunk_size_) - start;
     size = std::min(size, job_.size);
     const unsigned long end = start + size;
+    vcost::touch(&job_, true);
     job_.start = end;
     job_.size -= size;
     lock_.unlock(t);
@@ -146,6 +155,7 @@ uint64_t PadataMtJobState::padata_mt_helper(int) {
     ++chunks;
     lock_.lock(t);
   }
+  vcost::touch(&nworks_fini_, true);
   ++nworks_fini_;
   const bool done = nworks_fini_ == nworks_;
   lock_.unlock(t);

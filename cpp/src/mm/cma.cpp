@@ -1,8 +1,10 @@
 // CMA areas, cma_alloc and cma_release (see cma.hpp): mm/cma.c of v6.13 with the per-CMA lock patch as a switch.
 #include "alloclab/mm/cma.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <span>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -15,23 +17,37 @@ namespace {
 
 [[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
 
-uint64_t find_next_bit(const std::vector<uint64_t>& m, uint64_t size, uint64_t start, bool value) {
+// The cost of words [first, last) of a bitmap read or written: a bitmap_word each, on the lines that hold them.
+void bitmap_words(std::span<const uint64_t> m, uint64_t first, uint64_t last, bool write) {
+  CostModel* cm = vcost::active();
+  if (!cm || first >= last) [[likely]]
+    return;
+  cm->charge(Op::bitmap_word, last - first);
+  constexpr uint64_t kWordsPerLine = 64 / sizeof(uint64_t);
+  for (uint64_t w = first; w < last; w = (w / kWordsPerLine + 1) * kWordsPerLine) cm->touch(&m[w], write);
+}
+
+uint64_t find_next_bit(std::span<const uint64_t> m, uint64_t size, uint64_t start, bool value) {
+  uint64_t found = size;
   for (uint64_t i = start; i < size;) {
     const uint64_t w = value ? m[i / 64] : ~m[i / 64];
     const uint64_t rest = w >> (i % 64);
     if (rest) {
-      const uint64_t found = i + uint64_t(std::countr_zero(rest));
-      return found < size ? found : size;
+      found = std::min(i + uint64_t(std::countr_zero(rest)), size);
+      break;
     }
     i = (i / 64 + 1) * 64;
   }
-  return size;
+  if (start < size) bitmap_words(m, start / 64, (std::min(found, size - 1)) / 64 + 1, false);
+  return found;
 }
 
-void bitmap_set(std::vector<uint64_t>& m, uint64_t start, uint64_t nr) {
+void bitmap_set(std::span<uint64_t> m, uint64_t start, uint64_t nr) {
+  bitmap_words(m, start / 64, (start + nr + 63) / 64, true);
   for (uint64_t i = start; i < start + nr; ++i) m[i / 64] |= uint64_t(1) << (i % 64);
 }
-void bitmap_clear(std::vector<uint64_t>& m, uint64_t start, uint64_t nr) {
+void bitmap_clear(std::span<uint64_t> m, uint64_t start, uint64_t nr) {
+  bitmap_words(m, start / 64, (start + nr + 63) / 64, true);
   for (uint64_t i = start; i < start + nr; ++i) m[i / 64] &= ~(uint64_t(1) << (i % 64));
 }
 
@@ -82,7 +98,7 @@ long init_cma_reserved_pageblock(Zone& zone, uint64_t pfn, uint64_t area_start, 
 
 }  // namespace
 
-uint64_t bitmap_find_next_zero_area_off(const std::vector<uint64_t>& map, uint64_t size, uint64_t start, uint64_t nr,
+uint64_t bitmap_find_next_zero_area_off(std::span<const uint64_t> map, uint64_t size, uint64_t start, uint64_t nr,
                                         uint64_t align_mask, uint64_t align_offset) {
   for (;;) {
     uint64_t index = find_next_bit(map, size, start, false);

@@ -14,7 +14,8 @@ namespace alloclab::mm {
 
 namespace {
 
-// page_ref_freeze(page, count): the refcount goes from `count` to 0, or nothing happens.
+// page_ref_freeze(page, count): the refcount goes from `count` to 0, or nothing happens. An atomic cmpxchg that the
+// caller charges: vcost::rmw for one page, atomic_rmw per page with the memory of a range.
 bool page_ref_freeze(Page& p, int count) {
   int expected = count;
   return std::atomic_ref<int32_t>(p._refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
@@ -27,9 +28,11 @@ int nodes_weight(const nodemask_t& m) { return int(std::count(m.begin(), m.end()
 
 // get_valid_node_allowed + next_node_allowed: the node to try now, and the cursor moved past it.
 int hstate_next_node_to_alloc(std::atomic<int>& next_node, const nodemask_t& nodes_allowed) {
+  vcost::touch(&next_node, false);
   int nid = next_node.load(std::memory_order_relaxed);
   if (nid < 0 || nid >= int(nodes_allowed.size()) || !nodes_allowed[size_t(nid)])
     nid = next_node_in(nid, nodes_allowed);
+  vcost::touch(&next_node, true);
   next_node.store(next_node_in(nid, nodes_allowed), std::memory_order_relaxed);  // a plain int store in the kernel
   return nid;
 }
@@ -41,7 +44,7 @@ hstate::hstate(unsigned order_, bool gigantic_, int nr_nodes)
       gigantic(gigantic_),
       nr_huge_pages_node(size_t(nr_nodes), 0),
       free_huge_pages_node(size_t(nr_nodes), 0),
-      hugepage_freelists(std::make_unique<PageList[]>(size_t(nr_nodes))) {}
+      hugepage_freelists(size_t(nr_nodes)) {}
 
 std::string HugetlbCheck::summary() const {
   if (ok) return "ok: " + std::to_string(folios) + " folios, " + std::to_string(tails_checked) + " tails checked";
@@ -108,6 +111,7 @@ Page* Hugetlb::only_alloc_fresh_hugetlb_folio(hstate& h, int cpu, gfp_t gfp_mask
   for (;;) {
     page = ms_.alloc_pages(cpu, nid, h.order, gfp_mask);
     // Freeze head page.
+    if (page) vcost::rmw(page);
     if (page && !page_ref_freeze(*page, 1)) {
       ms_.free_pages(cpu, page, h.order);
       if (retry) {  // retry once
@@ -127,6 +131,7 @@ Page* Hugetlb::only_alloc_fresh_hugetlb_folio(hstate& h, int cpu, gfp_t gfp_mask
 }
 
 void Hugetlb::init_new_hugetlb_folio(hstate&, Page* folio) {
+  memmap_access(folio, 1, true);
   __folio_set_hugetlb(*folio);
   folio->lru.next = folio->lru.prev = kNoPage;  // INIT_LIST_HEAD(&folio->lru)
   folio->private_ = 0;                          // no HPG flags (subpool and cgroup pointers: not modelled)
@@ -144,6 +149,8 @@ void Hugetlb::hugetlb_vmemmap_optimize_folios(hstate&, std::vector<Page*>& folio
 }
 
 void Hugetlb::__prep_account_new_huge_page(hstate& h, int nid) {
+  vcost::touch(&h.nr_huge_pages, true);
+  vcost::touch(&h.nr_huge_pages_node[size_t(nid)], true);
   h.nr_huge_pages++;
   h.nr_huge_pages_node[size_t(nid)]++;
 }
@@ -152,6 +159,8 @@ void Hugetlb::enqueue_hugetlb_folio(hstate& h, Page* folio) {
   const int nid = page_to_nid(*folio);
   Zone& z = ms_.zone(nid);
   list_add(h.hugepage_freelists[size_t(nid)], z.zone_mem_map, z.page_idx(folio));
+  vcost::touch(&h.free_huge_pages, true);
+  vcost::touch(&h.free_huge_pages_node[size_t(nid)], true);
   h.free_huge_pages++;
   h.free_huge_pages_node[size_t(nid)]++;
   folio_set_hpg(*folio, HPG_freed);
@@ -202,6 +211,11 @@ uint64_t Hugetlb::hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long sta
   const int nid = page_to_nid(*folio);
   const int zone = page_zonenum(*folio);
   const uint64_t head = compound_head_value(ms_.page_to_pfn(folio));
+  if (end_page > start_page) {  // each tail: __init_single_page, then page_ref_freeze's cmpxchg
+    vcost::charge(Op::page_init, end_page - start_page);
+    vcost::charge(Op::atomic_rmw, end_page - start_page);
+    memmap_access(folio + start_page, end_page - start_page, true);
+  }
   for (unsigned long i = start_page; i < end_page; ++i) {
     Page& p = folio[i];
     // __init_single_page(page, pfn, zone, nid)
@@ -221,6 +235,7 @@ uint64_t Hugetlb::hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long sta
 uint64_t Hugetlb::hugetlb_folio_init_vmemmap(hstate& h, Page* folio, unsigned long nr_pages) {
   // Prepare folio head: __folio_clear_reserved (never set here), __folio_set_head, folio_ref_freeze(folio, 1).
   __set_bit(*folio, PG_head);
+  vcost::rmw(folio);
   if (!page_ref_freeze(*folio, 1)) throw std::logic_error("hugetlb: a bootmem folio's head refcount is not 1");
   const uint64_t n = hugetlb_folio_init_tail_vmemmap(folio, 1, nr_pages);
   folio[1].index = h.order;  // prep_compound_head(): folio_set_order

@@ -242,16 +242,20 @@ void MemorySystem::setup_pagesets() {
 
 void MemorySystem::prep_new_page(Page* page, unsigned order, gfp_t gfp) {
   // post_alloc_hook
+  memmap_access(page, 1, true);
   page->private_ = 0;
   set_page_refcounted(*page);
-  if ((gfp & __GFP_ZERO) && config_.backing == Backing::real)
-    std::memset(page_address(page), 0, PAGE_SIZE << order);  // clear_highpage for each page
+  if ((gfp & __GFP_ZERO) && config_.backing == Backing::real) {
+    vcost::bulk(2 * (PAGE_SIZE << order), page_to_nid(*page));  // each line read for ownership, then written
+    std::memset(page_address(page), 0, PAGE_SIZE << order);     // clear_highpage for each page
+  }
   if (order && (gfp & __GFP_COMP)) {
     // prep_compound_page: PG_head, tails point at the head; the order lives in the first tail (v6.2 keeps it in
     // the first tail's overlay of lru/mapping/index; the model uses index).
     __set_bit(*page, PG_head);
     const uint64_t head = (page_to_pfn(page) << 1) | 1;
     const uint64_t n = uint64_t(1) << order;
+    memmap_access(page + 1, n - 1, true);  // prep_compound_tail on each tail
     for (uint64_t i = 1; i < n; i++) {
       page[i].mapping = TAIL_MAPPING;
       page[i].compound_head = head;
@@ -375,6 +379,7 @@ int MemorySystem::alloc_pages_bulk(int cpu, int nid, gfp_t gfp, int nr_pages, Pa
 bool MemorySystem::free_pages_prepare(Zone& zone, Page* page, unsigned order, bool check_free) {
   const bool checks = zone.check_mode != CheckMode::off;  // v6.4+: only with check_pages_enabled
   int bad = 0;
+  memmap_access(page, 1, true);
   if (order) {
     const bool compound = PageHead(*page);
     if (compound && page[1].index != order) {  // VM_BUG_ON_PAGE(compound_order(page) != order)
@@ -383,6 +388,7 @@ bool MemorySystem::free_pages_prepare(Zone& zone, Page* page, unsigned order, bo
     }
     const uint64_t head = (page_to_pfn(page) << 1) | 1;
     const uint64_t n = uint64_t(1) << order;
+    memmap_access(page + 1, n - 1, true);  // free_tail_pages_check and the flags of each tail
     for (uint64_t i = 1; i < n; i++) {
       Page& p = page[i];
       if (compound) {  // free_tail_pages_check
@@ -530,6 +536,7 @@ int MemorySystem::set_migratetype_isolate(Zone& zone, uint64_t pfn, uint64_t ran
   // inside becomes isolated. Blocks wholly inside stay whole (their later pageblocks hold no buddy head).
   split_free_page_outside(zone, pfn, range_start, range_end);
   zone.set_pageblock_migratetype(page, MIGRATE_ISOLATE);
+  vcost::rmw(&zone.nr_isolate_pageblock);
   zone.nr_isolate_pageblock.fetch_add(1, std::memory_order_relaxed);
   const int nr_pages = move_freepages_block(zone, page, MIGRATE_ISOLATE, nullptr);
   zone.__mod_zone_freepage_state(-nr_pages, mt);
@@ -549,6 +556,7 @@ void MemorySystem::unset_migratetype_isolate(Zone& zone, uint64_t pfn, int migra
   // A free block of pageblock order or more whose buddy is not isolated is taken out and put back, so it merges.
   bool isolated_page = false;
   unsigned order = 0;
+  memmap_access(page, 1, false);
   if (PageBuddy_racy(*page)) {
     order = buddy_order(*page);
     if (order >= pageblock_order && order < MAX_PAGE_ORDER) {
@@ -563,6 +571,7 @@ void MemorySystem::unset_migratetype_isolate(Zone& zone, uint64_t pfn, int migra
   }
   zone.set_pageblock_migratetype(page, migratetype);
   if (isolated_page) __free_one_page(page, pfn, zone, order, migratetype, FPI_NONE);  // __putback_isolated_page
+  vcost::rmw(&zone.nr_isolate_pageblock);
   zone.nr_isolate_pageblock.fetch_sub(1, std::memory_order_relaxed);
   ++zone.stats.isolation_changes;
   zone.unlock_zone(t);
@@ -608,6 +617,7 @@ int MemorySystem::test_pages_isolated(uint64_t start_pfn, uint64_t end_pfn) {
   uint64_t pfn = start_pfn;
   while (pfn < end_pfn) {
     Page* page = zone.pfn_to_page(pfn);
+    memmap_access(page, 1, false);
     if (!PageBuddy_racy(*page) || page->buddy_list_mt != MIGRATE_ISOLATE) break;
     pfn += uint64_t(1) << buddy_order(*page);
   }

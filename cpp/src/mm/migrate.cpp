@@ -24,10 +24,12 @@ constexpr uint64_t kMigrateFlags = (uint64_t(1) << PG_uptodate) | (uint64_t(1) <
 
 // folio_ref_freeze / folio_ref_unfreeze.
 bool folio_ref_freeze(Page& p, int expected) {
+  vcost::rmw(&p);
   int32_t e = expected;
   return std::atomic_ref<int32_t>(p._refcount).compare_exchange_strong(e, 0, std::memory_order_acquire);
 }
 void folio_ref_unfreeze(Page& p, int count) {
+  vcost::rmw(&p);
   std::atomic_ref<int32_t>(p._refcount).store(count, std::memory_order_release);
 }
 
@@ -51,6 +53,7 @@ int isolate_migratepages_block(MigrateContext& mc, compact_control& cc, uint64_t
       }
     }
     Page* page = zone.pfn_to_page(low_pfn);
+    memmap_access(page, 1, false);
     // Skip free pages: the racy buddy_order_unsafe() read the kernel does (the range is isolated: only this caller
     // frees into it).
     if (PageBuddy(*page)) {
@@ -90,6 +93,7 @@ int isolate_migratepages_block(MigrateContext& mc, compact_control& cc, uint64_t
 int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newpage, Page* page) {
   if (!mapping) {  // no page cache: only the isolation reference may be left
     if (page_ref_count(*page) != 1) return -EAGAIN;
+    memmap_access(newpage, 1, true);
     newpage->index = page->index;
     newpage->mapping = page->mapping;
     return MIGRATEPAGE_SUCCESS;
@@ -104,6 +108,7 @@ int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newp
     return -EAGAIN;
   }
   // Now we know that no one else is looking at the folio: no turning back from here.
+  memmap_access(newpage, 1, true);
   newpage->index = page->index;
   newpage->mapping = page->mapping;
   get_page(*newpage);  // the cache reference
@@ -120,10 +125,13 @@ int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newp
 
 // folio_migrate_copy: folio_copy + folio_migrate_flags.
 void folio_migrate_copy(MigrateContext& mc, Page* newpage, Page* page) {
-  if (mc.ms.config().backing == Backing::real)
+  if (mc.ms.config().backing == Backing::real) {
+    // The source read, the destination read for ownership and written back: 3 x 4 KiB over the memory bus.
+    vcost::bulk(3 * PAGE_SIZE, page_to_nid(*newpage));
     std::memcpy(mc.ms.page_address(newpage), mc.ms.page_address(page), PAGE_SIZE);
-  else
+  } else {
     spin_for_ticks(mc.copy_ticks);
+  }
   newpage->flags |= page->flags & kMigrateFlags;
   page->flags &= ~(kMigrateFlags & ~(uint64_t(1) << PG_uptodate));
 }

@@ -21,6 +21,13 @@ unsigned height_for(uint64_t index) {
   return h;
 }
 
+// kmem_cache_alloc(radix_tree_node_cachep): a fresh node from the host's heap.
+RadixTreeNode* radix_tree_node_cachep_alloc() {
+  auto* n = new RadixTreeNode;
+  vcost::forget(n, sizeof(RadixTreeNode));
+  return n;
+}
+
 lru_list page_lru(const Page& p) {  // page_lru_base_type(): page_is_file_cache() is !PageSwapBacked
   return PageSwapBacked(p) ? LRU_INACTIVE_ANON : LRU_INACTIVE_FILE;
 }
@@ -35,7 +42,7 @@ RadixTreePreload::~RadixTreePreload() {
 
 void RadixTreePreload::preload() {
   while (nr_ < RADIX_TREE_PRELOAD_SIZE) {
-    nodes_[nr_++] = new RadixTreeNode;  // kmem_cache_alloc(radix_tree_node_cachep, gfp)
+    nodes_[nr_++] = radix_tree_node_cachep_alloc();
     ++allocated_;
   }
 }
@@ -62,7 +69,7 @@ RadixTreeNode* RadixTree::node_alloc(RadixTreePreload* preload) {
   // radix_tree_node_alloc: the page-cache root is GFP_ATOMIC, so the per-CPU reserve is used first.
   RadixTreeNode* n = preload ? preload->pop() : nullptr;
   if (!n) {
-    n = new RadixTreeNode;
+    n = radix_tree_node_cachep_alloc();
     ++locked_allocs_;
   }
   ++nodes_;
@@ -79,7 +86,9 @@ void* RadixTree::lookup(uint64_t index) const {
   if (!node || index > maxindex(node->height)) return nullptr;
   for (;;) {
     const unsigned shift = (node->height - 1) * RADIX_TREE_MAP_SHIFT;
-    void* s = node->slots[(index >> shift) & (RADIX_TREE_MAP_SIZE - 1)].load(std::memory_order_acquire);
+    const auto& slot = node->slots[(index >> shift) & (RADIX_TREE_MAP_SIZE - 1)];
+    vcost::visit(&slot);
+    void* s = slot.load(std::memory_order_acquire);
     if (!s || node->height == 1) return s;
     node = static_cast<const RadixTreeNode*>(s);
   }
@@ -105,17 +114,21 @@ int RadixTree::insert(uint64_t index, void* item, RadixTreePreload* preload) {
   while (node->height > 1) {
     const unsigned shift = (node->height - 1) * RADIX_TREE_MAP_SHIFT;
     auto& slot = node->slots[(index >> shift) & (RADIX_TREE_MAP_SIZE - 1)];
+    vcost::visit(&slot);
     auto* child = static_cast<RadixTreeNode*>(slot.load(std::memory_order_relaxed));
     if (!child) {
       child = node_alloc(preload);
       child->height = node->height - 1;
+      vcost::touch(&slot, true);
       slot.store(child, std::memory_order_release);
       node->count++;
     }
     node = child;
   }
   auto& slot = node->slots[index & (RADIX_TREE_MAP_SIZE - 1)];
+  vcost::visit(&slot);
   if (slot.load(std::memory_order_relaxed)) return -EEXIST;
+  vcost::touch(&slot, true);
   slot.store(item, std::memory_order_release);
   node->count++;
   if (fresh_root) rnode_.store(root, std::memory_order_release);
@@ -128,9 +141,11 @@ void* RadixTree::remove(uint64_t index) {
   for (;;) {
     const unsigned shift = (node->height - 1) * RADIX_TREE_MAP_SHIFT;
     auto& slot = node->slots[(index >> shift) & (RADIX_TREE_MAP_SIZE - 1)];
+    vcost::visit(&slot);
     void* s = slot.load(std::memory_order_relaxed);
     if (!s) return nullptr;
     if (node->height == 1) {
+      vcost::touch(&slot, true);
       slot.store(nullptr, std::memory_order_release);
       node->count--;
       return s;
@@ -151,6 +166,7 @@ Page* PageCache::find_get_page(uint64_t index) const {
     if (page_tree.lookup(index) == page) return page;
     // Moved or removed between the lookup and the reference (truncate; never during a fault run). The page
     // cache's own reference was dropped by the remover, so ours cannot be the last one that matters here.
+    vcost::rmw(page);
     std::atomic_ref<int32_t>(page->_refcount).fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -158,18 +174,24 @@ Page* PageCache::find_get_page(uint64_t index) const {
 int PageCache::add_to_page_cache_locked(Page* page, uint64_t index, RadixTreePreload* preload,
                                         uint64_t* tree_lock_count) {
   get_page(*page);  // page_cache_get: the cache's reference
+  memmap_access(page, 1, true);
   page->mapping = mapping_value();
   page->index = index;
   LockToken t;
   tree_lock.lock(t);  // spin_lock_irq(&mapping->tree_lock)
   if (tree_lock_count) ++*tree_lock_count;
   const int error = page_tree.insert(index, page, preload);
-  if (error == 0)
+  if (error == 0) {
+    vcost::touch(&nrpages_, true);
     nrpages_.store(nrpages_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  else
+  } else {
     page->mapping = 0;
+  }
   tree_lock.unlock(t);
-  if (error) std::atomic_ref<int32_t>(page->_refcount).fetch_sub(1, std::memory_order_acq_rel);  // not the last
+  if (error) {  // drop the cache's reference again (never the last one)
+    vcost::rmw(page);
+    std::atomic_ref<int32_t>(page->_refcount).fetch_sub(1, std::memory_order_acq_rel);
+  }
   return error;
 }
 
@@ -240,6 +262,7 @@ void pagevec_lru_add(LruCache& lru, Pagevec& pvec, int cpu) {
     set_page_flag(*page, PG_lru);
     Zone& z = ms.zone(nid);
     list_add(v.lists[pvec.lru], z.zone_mem_map, z.page_idx(page));
+    vcost::touch(&v.nr[pvec.lru], true);
     v.nr[pvec.lru]++;
   }
   if (locked) locked->lru_lock.unlock(t);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "alloclab/base/scheduler.hpp"
 #include "alloclab/locks/spin_wait.hpp"
 
 namespace alloclab::mm {
@@ -15,6 +16,8 @@ namespace alloclab::mm {
 namespace {
 
 [[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
+
+constexpr unsigned PAGE_WAIT_TABLE_BITS = 8;  // mm/filemap.c: 256 hashed wait queues for page bits
 
 uint64_t div_round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -74,7 +77,9 @@ ShmemFile::ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg
     for (int n = 0; n < ms.nr_nodes(); ++n)
       if (ms.node_present_pages(n))
         backing_base_[size_t(n)] = static_cast<char*>(ms.page_address(ms.zone(n).zone_mem_map));
-  pte_ = std::make_unique<std::atomic<uint64_t>[]>(cfg.nr_pages);
+  pte_ = line_vector<std::atomic<uint64_t>>(cfg.nr_pages);
+  for (unsigned i = 0; i < (1u << PAGE_WAIT_TABLE_BITS); ++i)
+    page_wait_table_.push_back(std::make_unique<WaitEvent>("PG_locked"));
 }
 
 ShmemFile::~ShmemFile() = default;
@@ -105,12 +110,29 @@ void ShmemFile::info_lock(ShmemTask& t, LockToken& tok) {
 
 void ShmemFile::info_unlock(LockToken& tok) { info_.lock->unlock(tok); }
 
+WaitEvent& ShmemFile::page_waitqueue(const Page& p) {
+  const uint64_t hash = (reinterpret_cast<uintptr_t>(&p) >> 6) * 0x9e3779b97f4a7c15ull;  // hash_ptr(page, bits)
+  return *page_wait_table_[size_t(hash >> (64 - PAGE_WAIT_TABLE_BITS))];
+}
+
 void ShmemFile::lock_page(ShmemTask& t, Page& p) {
   if (trylock_page(p)) return;
-  ++t.st.page_lock_waits;  // __lock_page: the kernel sleeps on the page's wait queue until unlock_page
+  ++t.st.page_lock_waits;  // __lock_page
+  const bool on_virtual_cpu = vt::current_cpu() >= 0;
   do {
-    spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
+    if (!on_virtual_cpu) {
+      spin_until([&] { return !PageLocked(p); }, spin_yield_, "PG_locked");
+      continue;
+    }
+    // folio_wait_bit_common: sleep on the page's wait queue until unlock_page wakes it. The look at PG_locked costs
+    // nothing here: a wait must start at the instant it checks (the retried trylock pays for the line).
+    if (!page_waitqueue(p).wait([&] { return !((flags_racy(p) >> PG_locked) & 1); }, {})) throw vt::Stopped();
   } while (!trylock_page(p));
+}
+
+void ShmemFile::unlock_page(Page& p) {
+  mm::unlock_page(p);  // clear_bit_unlock (an atomic RMW: charged before the wake)
+  if (vt::current_cpu() >= 0) page_waitqueue(p).announce([] {});  // wake_up_page: every sleeper looks again
 }
 
 Page* ShmemFile::find_lock_page(ShmemTask& t, uint64_t idx) {
@@ -132,6 +154,7 @@ Page* ShmemFile::alloc_page(ShmemTask& t) {
 }
 
 int ShmemFile::add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, bool lru) {
+  memmap_access(page, 1, true);
   __set_bit(*page, PG_locked);  // __set_page_locked: nobody can see the page yet
   RadixTreePreload* preload = nullptr;
   if (cfg_.variant != ShmemVariant::modern) {  // 2.6.35: radix_tree_preload in add_to_page_cache_locked
@@ -149,10 +172,12 @@ int ShmemFile::add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, boo
 
 void ShmemFile::clear_highpage(Page* page) {
   if (!cfg_.clear) return;
-  if (backing_)
+  if (backing_) {
+    vcost::bulk(2 * PAGE_SIZE, page_to_nid_atomic(*page));  // each line read for ownership, then written
     std::memset(page_address(page), 0, PAGE_SIZE);
-  else
+  } else {
     spin_for_ticks(clear_ticks_);
+  }
 }
 
 void* ShmemFile::page_address(const Page* page) const {
@@ -163,10 +188,12 @@ void* ShmemFile::page_address(const Page* page) const {
 void ShmemFile::read_byte(const Page* page) const {
   if (!backing_) return;
   const volatile char* a = static_cast<const volatile char*>(page_address(page));
+  vcost::touch(const_cast<const char*>(a), false);
   (void)*a;
 }
 
 void ShmemFile::shmem_recalc_inode() {  // 2.6.35; info->lock held
+  vcost::touch(&info_.alloced, false);
   const long freed = long(info_.alloced) - long(info_.swapped) - long(mapping_.nrpages());
   if (freed > 0) info_.alloced -= uint64_t(freed);  // shmem_unacct_blocks/shmem_free_blocks: no limits here
 }
@@ -174,6 +201,7 @@ void ShmemFile::shmem_recalc_inode() {  // 2.6.35; info->lock held
 void ShmemFile::shmem_recalc_inode_modern(ShmemTask& t, long alloced, long swapped) {
   LockToken tok;
   info_lock(t, tok);
+  vcost::touch(&info_.alloced, true);
   info_.alloced = uint64_t(long(info_.alloced) + alloced);
   info_.swapped = uint64_t(long(info_.swapped) + swapped);
   long freed = long(info_.alloced) - long(info_.swapped) - long(mapping_.nrpages());  // READ_ONCE(nrpages)
@@ -198,19 +226,29 @@ Page* ShmemFile::shmem_dir_alloc(ShmemTask& t) {
   ++t.st.index_page_allocs;
   if (!page) return nullptr;
   page->private_ = 0;  // set_page_private(page, 0): swap entries in use in this index page
-  if (!backing_) page->index = reinterpret_cast<uint64_t>(new uint64_t[ENTRIES_PER_PAGE]());
+  if (!backing_) {
+    // The 4 KiB of zeroes, as the allocator's __GFP_ZERO clears them with real backing (write-allocate).
+    vcost::bulk(2 * PAGE_SIZE, t.nid);
+    auto* dir = new (std::align_val_t(kCacheLine)) uint64_t[ENTRIES_PER_PAGE]();
+    vcost::forget(dir, PAGE_SIZE);
+    page->index = reinterpret_cast<uint64_t>(dir);
+  }
   return page;
 }
 
 void ShmemFile::shmem_dir_free(int cpu, Page* page) {
-  if (!backing_) delete[] reinterpret_cast<uint64_t*>(page->index);
+  if (!backing_) ::operator delete[](reinterpret_cast<uint64_t*>(page->index), std::align_val_t(kCacheLine));
   page->index = 0;
   page->private_ = 0;
   ms_.free_pages(cpu, page, 0);
 }
 
 uint64_t* ShmemFile::shmem_swp_entry(uint64_t index, Page** page) {
-  if (index < SHMEM_NR_DIRECT) return info_.i_direct + index;
+  if (index < SHMEM_NR_DIRECT) {
+    vcost::visit(info_.i_direct + index);
+    return info_.i_direct + index;
+  }
+  vcost::visit(&info_.i_indirect);
   if (!info_.i_indirect) {
     if (page && *page) {
       info_.i_indirect = *page;
@@ -227,6 +265,7 @@ uint64_t* ShmemFile::shmem_swp_entry(uint64_t index, Page** page) {
     index -= ENTRIES_PER_PAGE / 2;
     uint64_t* mid = dir + ENTRIES_PER_PAGE / 2 + index / ENTRIES_PER_PAGE;
     index %= ENTRIES_PER_PAGE;
+    vcost::visit(mid);
     if (!*mid) {
       if (page && *page) {
         *mid = reinterpret_cast<uint64_t>(*page);
@@ -238,13 +277,16 @@ uint64_t* ShmemFile::shmem_swp_entry(uint64_t index, Page** page) {
     dir = dir_map(reinterpret_cast<const Page*>(*mid));
   }
   uint64_t* slot = dir + index;
+  vcost::visit(slot);
   if (!*slot) {
     if (!page || !*page) return nullptr;  // need a page
     *slot = reinterpret_cast<uint64_t>(*page);
     *page = nullptr;
     ++info_.index_pages;
   }
-  return dir_map(reinterpret_cast<const Page*>(*slot)) + offset;
+  uint64_t* entry = dir_map(reinterpret_cast<const Page*>(*slot)) + offset;
+  vcost::visit(entry);
+  return entry;
 }
 
 uint64_t* ShmemFile::shmem_swp_alloc(ShmemTask& t, uint64_t index, LockToken& tok, int* error) {
@@ -310,6 +352,7 @@ void ShmemFile::free_swap_vector(int cpu) {
 int ShmemFile::touch(ShmemTask& t, uint64_t idx) {
   ++t.st.touches;
   if (idx >= cfg_.nr_pages) return VM_FAULT_SIGBUS;  // beyond i_size
+  vcost::touch(&pte_[idx], false);                   // the MMU's walk ends at the PTE
   if (const uint64_t pte = pte_[idx].load(std::memory_order_acquire)) {
     read_byte(reinterpret_cast<const Page*>(pte));
     return 0;
@@ -335,12 +378,15 @@ int ShmemFile::handle_mm_fault(ShmemTask& t, uint64_t idx) {
     // __do_fault: the page comes back locked with a reference; install the PTE if it is still pte_none (the
     // pte_same check under the PTE lock), page_add_file_rmap; otherwise drop the reference.
     uint64_t none = 0;
+    vcost::rmw(&pte_[idx]);
     const bool mapped = pte_[idx].compare_exchange_strong(none, reinterpret_cast<uint64_t>(page),
                                                           std::memory_order_acq_rel, std::memory_order_acquire);
-    if (mapped)
+    if (mapped) {
+      vcost::rmw(page);  // page_add_file_rmap: atomic_inc_and_test(&page->_mapcount)
       std::atomic_ref<int32_t>(page->_mapcount).fetch_add(1, std::memory_order_relaxed);
-    else
+    } else {
       ++t.st.pte_races;
+    }
     unlock_page(*page);
     if (!mapped) page_cache_release(ms_, t.cpu, page);
     read_byte(page);
@@ -412,6 +458,7 @@ int ShmemFile::shmem_getpage(ShmemTask& t, uint64_t idx, Page** pagep) {
       ++t.st.eexist_races;
       continue;  // goto repeat
     }
+    vcost::touch(&info_.alloced, true);
     info_.flags |= SHMEM_PAGEIN;
     info_.alloced++;
     info_unlock(tok);

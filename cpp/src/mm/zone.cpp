@@ -31,6 +31,7 @@ Zone::Zone(LockDomain& locks, int nid, zone_type zidx, uint64_t start_pfn, uint6
 
 namespace {
 inline void nr_free_add(free_area& area, long d) {
+  vcost::touch(&area.nr_free, true);
   area.nr_free.store(area.nr_free.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
 }
 }  // namespace
@@ -75,6 +76,7 @@ Page* find_buddy_page_pfn(Zone& zone, Page* page, uint64_t pfn, unsigned order, 
   // one, and nothing exists past it.
   if (!zone.zone_spans_pfn(bpfn)) return nullptr;
   Page* buddy = page + (int64_t(bpfn) - int64_t(pfn));
+  memmap_access(buddy, 1, false);
   // page_is_buddy (same zone by construction). PageBuddy is only set under zone->lock, which we hold: once it is
   // seen, private is stable.
   if (PageBuddy_racy(*buddy) && buddy_order(*buddy) == order) return buddy;
@@ -93,8 +95,8 @@ void expand(Zone& zone, Page* page, unsigned low, unsigned high, int migratetype
 
 Page* __rmqueue_smallest(Zone& zone, unsigned order, int migratetype) {
   for (unsigned current_order = order; current_order < NR_PAGE_ORDERS; ++current_order) {
+    if (free_area_empty(zone.free_area[current_order], migratetype)) continue;
     const uint32_t i = zone.free_area[current_order].free_list[migratetype].head();
-    if (i == kNoPage) continue;
     Page* page = zone.idx_page(i);
     del_page_from_free_list(page, zone, current_order);
     expand(zone, page, order, current_order, migratetype);
@@ -122,7 +124,7 @@ bool can_steal_fallback(unsigned order, int start_mt) {
 
 int find_suitable_fallback(const free_area& area, unsigned order, int migratetype, bool only_stealable,
                            bool* can_steal) {
-  if (area.nr_free.load(std::memory_order_relaxed) == 0) return -1;
+  if (free_area_nr_free(area) == 0) return -1;
   *can_steal = false;
   for (int fallback_mt : kFallbacks[migratetype]) {
     if (free_area_empty(area, fallback_mt)) continue;
@@ -265,7 +267,8 @@ int move_freepages_block(Zone& zone, Page* page, int migratetype, int* num_movab
   if (!zone.zone_spans_pfn(start_pfn)) start_pfn = pfn;
   if (!zone.zone_spans_pfn(end_pfn)) return 0;
   int pages_moved = 0;
-  for (uint64_t p = start_pfn; p <= end_pfn;) {
+  uint64_t visited = 0;
+  for (uint64_t p = start_pfn; p <= end_pfn; ++visited) {
     Page* pg = zone.pfn_to_page(p);
     if (!PageBuddy_racy(*pg)) {
       // An allocated page, perhaps being written by its owner: racy reads, as the kernel's.
@@ -280,6 +283,7 @@ int move_freepages_block(Zone& zone, Page* page, int migratetype, int* num_movab
     p += uint64_t(1) << order;
     pages_moved += 1 << order;
   }
+  memmap_access(zone.pfn_to_page(start_pfn), visited, false);  // the struct pages the walk read
   return pages_moved;
 }
 
@@ -288,6 +292,7 @@ bool split_free_page_outside(Zone& zone, uint64_t pfn, uint64_t lo, uint64_t hi)
     const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
     if (!zone.zone_spans_pfn(head_pfn)) return false;
     Page* head = zone.pfn_to_page(head_pfn);
+    memmap_access(head, 1, false);
     if (!PageBuddy_racy(*head) || buddy_order(*head) != order) continue;
     if (head_pfn >= lo && head_pfn + (uint64_t(1) << order) <= hi) return false;
     const int list_mt = int(head->buddy_list_mt);
@@ -349,7 +354,7 @@ bool __zone_watermark_ok(const Zone& z, unsigned order, unsigned long mark, unsi
   // For a high-order request, check at least one suitable block is free.
   for (unsigned o = order; o < NR_PAGE_ORDERS; o++) {
     const free_area& area = z.free_area[o];
-    if (!area.nr_free.load(std::memory_order_relaxed)) continue;
+    if (!free_area_nr_free(area)) continue;
     for (int mt = 0; mt < MIGRATE_PCPTYPES; mt++)
       if (!free_area_empty(area, mt)) return true;
     if ((alloc_flags & ALLOC_CMA) && !free_area_empty(area, MIGRATE_CMA)) return true;
@@ -377,14 +382,16 @@ bool check_new_pages(Zone& zone, Page* page, unsigned order) {
   const uint64_t n = uint64_t(1) << order;
   for (uint64_t i = 0; i < n; i++) {
     if (__builtin_expect(!page_expected_state(page[i], PAGE_FLAGS_CHECK_AT_PREP | __PG_HWPOISON), 0)) {
+      memmap_access(page, i + 1, false);
       bad_page(zone, page + i);
       return true;
     }
   }
+  memmap_access(page, n, false);
   return false;
 }
 
-bool free_page_is_bad(Zone& zone, Page* page) {
+bool free_page_is_bad(Zone& zone, Page* page) {  // the caller has the page's line (free_pages_prepare, list_del)
   if (__builtin_expect(page_expected_state(*page, PAGE_FLAGS_CHECK_AT_FREE), 1)) return false;
   bad_page(zone, page);
   return true;

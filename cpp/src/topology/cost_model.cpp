@@ -2,6 +2,7 @@
 #include "alloclab/topology/cost_model.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -12,7 +13,7 @@
 namespace alloclab {
 
 namespace detail {
-constinit thread_local CostModel* tls_costs = nullptr;
+[[gnu::tls_model("initial-exec")]] constinit thread_local CostModel* tls_costs = nullptr;
 }
 
 CostScope::CostScope(CostModel* m) noexcept : previous_(detail::tls_costs) { detail::tls_costs = m; }
@@ -93,14 +94,25 @@ CostModel::LineState& CostModel::line(const void* p) {
     for (const LineState& l : old)
       if (l.key) line(reinterpret_cast<const void*>((l.key - 1) << 6)) = l;
   }
+  // Fibonacci hashing takes the product's high bits: its low bits depend only on the key's low bits, which lines
+  // at a power-of-two stride (a page apart, a PTE line apart) share.
   const size_t mask = lines_.size() - 1;
-  for (size_t i = size_t(key * 0x9e3779b97f4a7c15ull) & mask;; i = (i + 1) & mask) {
+  const int bits = std::countr_zero(lines_.size());
+  for (size_t i = size_t((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));; i = (i + 1) & mask) {
     if (lines_[i].key == key) return lines_[i];
     if (lines_[i].key == 0) {
       lines_[i].key = key;
       ++nr_lines_;
       return lines_[i];
     }
+  }
+}
+
+void CostModel::forget(const void* p, uint64_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
+  for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p) + bytes; a += 64) {
+    LineState& l = line(reinterpret_cast<const void*>(a));
+    l = LineState{l.key};
   }
 }
 

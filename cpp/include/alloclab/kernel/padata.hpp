@@ -22,6 +22,8 @@
 // workers the caller drives itself (queue_work wakes a sleeping helper, as a kworker is woken). padata_do_
 // multithreaded() below is the whole thing on plain std::threads, for code outside the runner and for tests.
 // ps.lock is a lock of class "padata_work_lock" (a spinlock, as in the kernel).
+// Virtual time: the job's start/size (under ps.lock), nworks_fini and the pool's atomics are tracked lines; the
+// helpers sleep and wake through WaitEvent (a futex wake-up each).
 // Leaves out: padata_works_lock (taken twice per job by the caller, never contended: the pool is an atomic
 // counter here), the serial/parallel padata instances (padata_do_parallel, reorder queues), cpumask restrictions
 // of the unbound workqueue, CPU hotplug, and which CPU *inside* a node a work runs on (the scenario decides).
@@ -39,8 +41,9 @@
 
 namespace alloclab {
 
-// struct padata_mt_job (include/linux/padata.h). thread_fn is a std::function so that tests can capture.
-struct padata_mt_job {
+// struct padata_mt_job (include/linux/padata.h). thread_fn is a std::function so that tests can capture. Its start
+// and size are a line the helpers share under ps.lock (line-aligned: see base/line_aligned.hpp).
+struct alignas(64) padata_mt_job {
   std::function<void(unsigned long start, unsigned long end, void* arg)> thread_fn;
   void* fn_arg = nullptr;
   unsigned long start = 0;      // the first item
@@ -65,7 +68,7 @@ std::vector<std::pair<unsigned long, unsigned long>> padata_chunks(unsigned long
 int next_node_in(int node, const std::vector<bool>& mask);
 
 // padata_init()'s state for one run: the pool of num_possible_cpus() works and the numa_aware cursor.
-class PadataInstance {
+class alignas(64) PadataInstance {  // its atomics are lines the callers share (line-aligned)
  public:
   // `possible_cpus`: works in the pool (padata_init allocates num_possible_cpus()); `cpu_nodes`:
   // node_states[N_CPU], the nodes queue_work_node() may pick.

@@ -8,7 +8,8 @@
 //   * shmem_truncate_range() (truncate_inode_pages): every page out of the cache and off the LRU, then freed.
 // ->mapping holds the AddressSpace pointer (no PAGE_MAPPING_* bits: a file page, as the kernel's).
 // The xarray is a flat array of slots indexed by pgoff: a lookup or a store is one memory access, not the walk of
-// a radix tree of 64-slot nodes, so the hold time of xa_lock is shorter than the kernel's.
+// a radix tree of 64-slot nodes, so the hold time of xa_lock is shorter than the kernel's (in virtual time: one
+// tree_step on the slot's line).
 // (shmem_fault's model, page_cache.hpp, has its own page cache: the 2.6.35 radix tree under mapping->tree_lock,
 // whose node allocation is what that seed is about. This one is the v6.x xarray as migration sees it.)
 // Leaves out: swap, writeback, shmem_inode_info->lock accounting and memcg charging, large folios, the RCU
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "alloclab/base/line_aligned.hpp"
 #include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/interruption_point.hpp"
 #include "alloclab/mm/page.hpp"
@@ -54,8 +56,15 @@ class alignas(64) AddressSpace {
 
   // ---- xa_lock(&mapping->i_pages) held ----
   Lock i_pages;  // the xarray's spinlock
-  Page* xa_load(uint64_t pgoff) const { return slots_[pgoff]; }
-  void xa_store(uint64_t pgoff, Page* page) { slots_[pgoff] = page; }
+  Page* xa_load(uint64_t pgoff) const {
+    vcost::visit(&slots_[pgoff]);
+    return slots_[pgoff];
+  }
+  void xa_store(uint64_t pgoff, Page* page) {
+    vcost::charge(Op::tree_step);
+    vcost::touch(&slots_[pgoff], true);
+    slots_[pgoff] = page;
+  }
 
   // Introspection (no other thread running): problems found, empty when the cache is consistent (every slot's
   // page points back at this file and its pgoff, nrpages matches). Polls `interruption_point` as it goes.
@@ -63,7 +72,7 @@ class alignas(64) AddressSpace {
 
  private:
   std::string name_;
-  std::vector<Page*> slots_;  // protected by i_pages
+  line_vector<Page*> slots_;  // protected by i_pages
   uint64_t nrpages_ = 0;      // protected by i_pages
 };
 

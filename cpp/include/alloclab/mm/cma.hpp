@@ -25,6 +25,7 @@
 //     alloc mutex (cma_mutex or this area's cma->alloc_mutex) = A,   cma->lock = A + F,
 //   plus, per attempt, those of alloc_contig_range (page_alloc_contig.hpp). cma_release: cma->lock once.
 // `align` is in pages and must be a power of two (the kernel passes its log2, an order).
+// Virtual time: each bitmap word find_next_bit scans and bitmap_set/clear write is a bitmap_word on its line.
 // Leaves out: debugfs/sysfs accounting, page_kasan_tag_reset, the frozen-page API (pages come back with one
 // reference each, as in v6.13), multi-range areas, fixed bases and limits, CMA heaps / dma-buf users.
 #pragma once
@@ -32,10 +33,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/line_aligned.hpp"
 #include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
@@ -105,7 +108,7 @@ class alignas(64) Cma {
   friend void cma_clear_bitmap(Cma&, uint64_t, uint64_t, CmaAllocStats*);
   Lock* alloc_lock_;
   uint64_t available_count_;      // protected by lock
-  std::vector<uint64_t> bitmap_;  // protected by lock
+  line_vector<uint64_t> bitmap_;  // protected by lock
 };
 
 class CmaAreas {
@@ -153,7 +156,7 @@ bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_
 void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count, CmaAllocStats* stats = nullptr);
 
 // bitmap_find_next_zero_area_off (lib/bitmap.c) on a bitmap of `size` bits.
-uint64_t bitmap_find_next_zero_area_off(const std::vector<uint64_t>& map, uint64_t size, uint64_t start, uint64_t nr,
+uint64_t bitmap_find_next_zero_area_off(std::span<const uint64_t> map, uint64_t size, uint64_t start, uint64_t nr,
                                         uint64_t align_mask, uint64_t align_offset);
 
 }  // namespace alloclab::mm

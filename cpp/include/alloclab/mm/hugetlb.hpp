@@ -37,6 +37,9 @@
 //     sets HPG_vmemmap_optimized; for gigantic folios it also skips the tails past the first 64, as the kernel.
 // Only the calling thread's CPU matters to the page allocator (its pcp lists): every entry point takes the
 // model CPU it runs as (the kernel's smp_processor_id()).
+// Virtual time: the node cursor, the hstate counters and the free lists are tracked lines; a folio's head is an
+// atomic freeze on its struct page; a run of tails initialised by hugetlb_folio_init_tail_vmemmap costs page_init
+// and atomic_rmw per tail and streams the tails' struct pages (bulk).
 // Leaves out: surplus/overcommit pages, reservations, subpools and cgroups (hugetlb_set_folio_subpool /
 // set_hugetlb_cgroup write nothing), hugetlb_cma, demotion, runtime resizing (set_max_huge_pages), the vmemmap
 // pages HVO frees back to the buddy allocator and its batched TLB flush, adjust_managed_page_count, the
@@ -53,6 +56,7 @@
 
 #include "alloclab/base/counters.hpp"
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/line_aligned.hpp"
 #include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/memory_system.hpp"
 
@@ -121,8 +125,8 @@ struct hstate {
   std::atomic<int> next_nid_to_alloc{0};  // read and written without a lock (relaxed load + store)
   // ---- hugetlb_lock held ----
   unsigned long nr_huge_pages = 0, free_huge_pages = 0;
-  std::vector<unsigned long> nr_huge_pages_node, free_huge_pages_node;
-  std::unique_ptr<PageList[]> hugepage_freelists;  // per node
+  line_vector<unsigned long> nr_huge_pages_node, free_huge_pages_node;
+  line_vector<PageList> hugepage_freelists;  // per node
   unsigned long pages_per_huge_page() const { return 1ul << order; }
 };
 

@@ -5,6 +5,7 @@
 // memcg: one lruvec per node (pgdat->__lruvec), which is where the seed's /dev/shm pages live. The lock is the
 // lock class "lru_lock" (lruvec->lru_lock). folio_add_lru() adds under lru_lock at once, which is what the kernel
 // does while lru_cache_disable() is in force (alloc_contig_range holds it across the whole migration).
+// Virtual time: the LRU list charges as page.hpp's lists; TestClearPageLRU is an atomic RMW on the struct page.
 // Leaves out: the active/inactive and anon/file split (one list), aging and reclaim, the per-CPU folio_batch of
 // 15 that batches LRU additions outside lru_cache_disable() (the scenario's fill and a failed migration's putback
 // take lru_lock once per page instead), memcg lruvecs, lru_gen (MGLRU), mlock/unevictable.
@@ -61,6 +62,7 @@ void folio_add_lru(lruvec& lru, Page* page);
 bool folio_isolate_lru(lruvec& lru, Page* page);
 
 inline bool TestClearPageLRU(Page& p) {
+  vcost::rmw(&p);  // test_and_clear_bit
   const bool was = PageLRU(p);
   __clear_bit(p, PG_lru);
   return was;

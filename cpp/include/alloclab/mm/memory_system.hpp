@@ -13,6 +13,9 @@
 // mem_map of 64-byte Pages, its pageblock bitmap and its Zone in node-local memory (NodeMemory); each model CPU's
 // pcps live in its node's memory. At construction every frame is free (memblock_free_all: max-order blocks,
 // every pageblock MIGRATE_MOVABLE) and watermarks and pcp sizes are computed as the kernel does at boot.
+// Virtual time: post_alloc_hook and free_pages_prepare touch the head's struct page; prep_compound_page and the tail
+// checks stream the tails; __GFP_ZERO with real backing is a bulk clear of the block on its node; the isolation
+// counters are atomic RMWs.
 // Thread safety is exactly the kernel's: zone->lock guards the free lists, pcp->lock a CPU's lists, and nothing
 // else is shared or mutable. Any thread may call the entry points for any model CPU; two threads using the same
 // model CPU at once are safe (pcp->lock) but do what the kernel never does (two tasks in one CPU's

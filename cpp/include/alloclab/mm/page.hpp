@@ -14,6 +14,9 @@
 // The 8 bytes the shorter links free up hold buddy_list_mt: which free_list a PageBuddy page is on. The kernel's
 // circular list_del needs no list head; ours does (see PageList), so a buddy page remembers its list. It is not a
 // kernel field and no kernel check reads it.
+// In a virtual-clock run the list functions and reference counts below charge what they do (cost_model.hpp): a list
+// operation touches the list head and every struct page whose links it writes; a reference count is an atomic RMW
+// on the page's line; memmap_access() is the memory side of any other pass over struct pages.
 // Leaves out: the folio overlays beyond compound_head and the order byte of the first tail (folio->_flags_1),
 // page_pool, zone_device, slab fields (the slab allocator is not modelled), last_cpupid, page_owner.
 #pragma once
@@ -21,6 +24,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab::mm {
 
@@ -147,15 +152,20 @@ inline void set_buddy_order(Page& p, unsigned order) {
 
 // ---- reference counts (page_ref.h): atomic, as the kernel's atomic_t ---------------------------------------------
 inline int page_ref_count(const Page& p) {
+  vcost::touch(&p, false);
   return std::atomic_ref<const int32_t>(p._refcount).load(std::memory_order_relaxed);
 }
 inline void set_page_count(Page& p, int v) {
   std::atomic_ref<int32_t>(p._refcount).store(v, std::memory_order_relaxed);
 }
 inline void set_page_refcounted(Page& p) { set_page_count(p, 1); }
-inline void get_page(Page& p) { std::atomic_ref<int32_t>(p._refcount).fetch_add(1, std::memory_order_relaxed); }
+inline void get_page(Page& p) {
+  vcost::rmw(&p);
+  std::atomic_ref<int32_t>(p._refcount).fetch_add(1, std::memory_order_relaxed);
+}
 // True when this drop was the last reference (put_page_testzero).
 inline bool put_page_testzero(Page& p) {
+  vcost::rmw(&p);
   return std::atomic_ref<int32_t>(p._refcount).fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
 inline int page_mapcount(const Page& p) { return p._mapcount + 1; }
@@ -164,6 +174,20 @@ inline int page_mapcount(const Page& p) { return p._mapcount + 1; }
 inline bool page_expected_state(const Page& p, uint64_t check_flags) {
   if (p._mapcount != -1) return false;
   return (p.mapping | uint64_t(uint32_t(p._refcount)) | p.memcg_data | (p.flags & check_flags)) == 0;
+}
+
+// ---- the cost of struct page accesses in a virtual-clock run ----------------------------------------------------
+// The memory side of reading (or writing) the n struct pages from `first`, each a line_access: one page is a tracked
+// line (its coherence state decides the cost); a longer run of the memmap streams from its node's memory at the
+// bandwidth the node can give (the prefetchers turn a memmap walk into a stream): 64 bytes per page read, and 128 per
+// page written (write-allocate: a store to a line the cache does not hold reads it first, then writes it back).
+inline void memmap_access(const Page* first, uint64_t n, bool write) {
+  CostModel* m = vcost::active();
+  if (!m || n == 0) [[likely]]
+    return;
+  if (n == 1) return m->touch(first, write);
+  m->charge(Op::line_access, n);
+  m->bulk(n * sizeof(Page) * (write ? 2 : 1), page_to_nid_racy(*first));
 }
 
 // ---- lists ------------------------------------------------------------------------------------------------------
@@ -178,9 +202,22 @@ struct PageList {
   uint32_t head() const { return first.load(std::memory_order_relaxed); }
 };
 
+// The cost of one list operation in a virtual-clock run: a list_op on the head's line that writes the links of `p`
+// and of its neighbours (nullptr: none).
+inline void list_op_cost(const PageList& l, const Page* p, const Page* prev, const Page* next) {
+  if (CostModel* m = vcost::active()) [[unlikely]] {
+    m->charge(Op::list_op, 1);
+    m->touch(&l, true);
+    m->touch(p, true);
+    if (prev) m->touch(prev, true);
+    if (next) m->touch(next, true);
+  }
+}
+
 inline void list_add(PageList& l, Page* base, uint32_t i) {
   Page& p = base[i];
   const uint32_t f = l.head();
+  list_op_cost(l, &p, nullptr, f == kNoPage ? nullptr : &base[f]);
   p.lru.prev = kNoPage;
   p.lru.next = f;
   if (f == kNoPage)
@@ -192,6 +229,7 @@ inline void list_add(PageList& l, Page* base, uint32_t i) {
 
 inline void list_add_tail(PageList& l, Page* base, uint32_t i) {
   Page& p = base[i];
+  list_op_cost(l, &p, l.last == kNoPage ? nullptr : &base[l.last], nullptr);
   p.lru.next = kNoPage;
   p.lru.prev = l.last;
   if (l.last == kNoPage)
@@ -203,6 +241,8 @@ inline void list_add_tail(PageList& l, Page* base, uint32_t i) {
 
 inline void list_del(PageList& l, Page* base, uint32_t i) {
   Page& p = base[i];
+  list_op_cost(l, &p, p.lru.prev == kNoPage ? nullptr : &base[p.lru.prev],
+               p.lru.next == kNoPage ? nullptr : &base[p.lru.next]);
   if (p.lru.prev == kNoPage)
     l.first.store(p.lru.next, std::memory_order_relaxed);
   else

@@ -28,6 +28,7 @@
 //   7. undo_isolate_page_range: zone->lock once per pageblock: B.
 // zone->lock = 2B + D + R + M + 1 + T + H for a success; a failed call stops after its phase and still undoes
 // the isolation (-EBUSY from migration still runs the test, as the kernel does).
+// Virtual time: the walks over the range read each buddy head they visit; split_map_pages streams the chunks.
 // Leaves out: has_unmovable_pages (every allocated page is taken as movable), compaction's skip hints and
 // cc->contended, lru_cache_disable()'s lru_add_drain_all, the GFP_NOWARN dump of failing pages, hugetlb folios.
 #pragma once

@@ -13,6 +13,8 @@
 // Page flags that other CPUs may change while a page is in the cache (PG_locked, PG_uptodate, PG_lru) are updated
 // with atomic RMWs as the kernel's set_bit/clear_bit; the page allocator's own non-atomic flag writes only touch
 // pages nobody else can see.
+// Virtual time: each radix-tree level walked is a tree_step on its slot's line, page flag and reference updates are
+// atomic RMWs on the struct page, nrpages and the LRU counts are tracked lines; the slab's node allocation is free.
 // Leaves out: radix-tree tags (dirty/writeback), shrinking the tree and RCU-deferred node freeing (nodes are freed
 // when the tree is destroyed, after every reader has gone), the height-0 root item (index 0 alone lives in a node
 // too), the slab allocator (nodes come from operator new, the model's kmem_cache_alloc), memcg charging, zone
@@ -33,6 +35,7 @@ namespace alloclab::mm {
 
 // ---- page flags and references, the atomic forms --------------------------------------------------------------
 inline uint64_t page_flags_load(const Page& p) {
+  vcost::touch(&p, false);
   return std::atomic_ref<const uint64_t>(p.flags).load(std::memory_order_acquire);
 }
 // page_to_nid with an atomic load: another CPU may be setting a flag bit of the same word (trylock_page).
@@ -44,13 +47,16 @@ inline bool PageUptodate(const Page& p) { return (page_flags_load(p) >> PG_uptod
 inline bool PageSwapBacked(const Page& p) { return (page_flags_load(p) >> PG_swapbacked) & 1; }
 inline bool PageLRUAtomic(const Page& p) { return (page_flags_load(p) >> PG_lru) & 1; }
 inline void set_page_flag(Page& p, unsigned bit) {
+  vcost::rmw(&p);
   std::atomic_ref<uint64_t>(p.flags).fetch_or(uint64_t(1) << bit, std::memory_order_release);
 }
 inline void clear_page_flag(Page& p, unsigned bit) {
+  vcost::rmw(&p);
   std::atomic_ref<uint64_t>(p.flags).fetch_and(~(uint64_t(1) << bit), std::memory_order_release);
 }
 // trylock_page: test_and_set_bit_lock(PG_locked).
 inline bool trylock_page(Page& p) {
+  vcost::rmw(&p);
   const uint64_t bit = uint64_t(1) << PG_locked;
   return !(std::atomic_ref<uint64_t>(p.flags).fetch_or(bit, std::memory_order_acquire) & bit);
 }
@@ -59,6 +65,7 @@ inline void unlock_page(Page& p) { clear_page_flag(p, PG_locked); }
 inline void SetPageUptodate(Page& p) { set_page_flag(p, PG_uptodate); }
 // get_page_unless_zero (page_cache_get_speculative): a reference only while the page is not being freed.
 inline bool get_page_unless_zero(Page& p) {
+  vcost::rmw(&p);
   std::atomic_ref<int32_t> r(p._refcount);
   int32_t c = r.load(std::memory_order_relaxed);
   while (c > 0)
@@ -68,7 +75,9 @@ inline bool get_page_unless_zero(Page& p) {
 // page_cache_release (put_page): drops a reference; the last one gives the page back to the allocator on `cpu`.
 inline void page_cache_release(MemorySystem& ms, int cpu, Page* page) {
   std::atomic_ref<int32_t> r(page->_refcount);
+  vcost::touch(page, false);
   int32_t c = r.load(std::memory_order_relaxed);
+  if (c > 1) vcost::rmw(page);
   while (c > 1)
     if (r.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel, std::memory_order_relaxed)) return;
   ms.free_pages(cpu, page, 0);  // the last reference: __free_pages drops it and frees
@@ -80,9 +89,9 @@ inline constexpr unsigned RADIX_TREE_MAP_SIZE = 1u << RADIX_TREE_MAP_SHIFT;
 inline constexpr unsigned RADIX_TREE_MAX_PATH = (64 + RADIX_TREE_MAP_SHIFT - 1) / RADIX_TREE_MAP_SHIFT;  // 11
 inline constexpr unsigned RADIX_TREE_PRELOAD_SIZE = RADIX_TREE_MAX_PATH;
 
-struct RadixTreeNode {
-  unsigned height = 0;  // 1: the slots hold items
-  unsigned count = 0;   // used slots (tree lock held)
+struct alignas(64) RadixTreeNode {  // line-aligned: see base/line_aligned.hpp
+  unsigned height = 0;              // 1: the slots hold items
+  unsigned count = 0;               // used slots (tree lock held)
   std::atomic<void*> slots[RADIX_TREE_MAP_SIZE] = {};
 };
 
@@ -173,7 +182,10 @@ class PageCache {
   // the caller's to drop.
   void remove_from_page_cache(Page* page);
 
-  unsigned long nrpages() const { return nrpages_.load(std::memory_order_relaxed); }
+  unsigned long nrpages() const {
+    vcost::touch(&nrpages_, false);
+    return nrpages_.load(std::memory_order_relaxed);
+  }
   Lock tree_lock;  // mapping->tree_lock (2.6.35) / mapping->i_pages xa_lock
   RadixTree page_tree;
 

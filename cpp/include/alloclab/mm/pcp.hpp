@@ -20,6 +20,8 @@
 //     a refill pulls) runs: in_lock = v6.2, inside rmqueue_bulk's zone->lock; after_unlock = Halbuer's patch,
 //     after the unlock with pcp->lock still held, dropping bad pages from the list; off = v6.4+ without
 //     check_pages_enabled (no refill check, no bulkfree check, no check of buddy-path allocations).
+// Virtual time: the pcp lists charge as page.hpp's lists, and pcp->count is a tracked line (a drain on another CPU
+// reads it racily and pays its transfer).
 // Leaves out: the vmstat worker (decay_pcp_high, drain of remote pcps, refresh of zone counters),
 // PCPF_FREE_HIGH_BATCH (v6.8), CPU hotplug, the boot pagesets, zone_statistics (NUMA hit/miss events).
 #pragma once
@@ -85,8 +87,14 @@ class alignas(64) PerCpuPages {
   PageList lists[NR_PCP_LISTS];
   PcpStats stats;
 
-  int nr() const { return count.load(std::memory_order_relaxed); }
-  void add_count(int delta) { count.store(nr() + delta, std::memory_order_relaxed); }
+  int nr() const {
+    vcost::touch(&count, false);
+    return count.load(std::memory_order_relaxed);
+  }
+  void add_count(int delta) {
+    vcost::touch(&count, true);
+    count.store(count.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
 };
 
 // ---- allocation side (mm/page_alloc.c) --------------------------------------------------------------------------

@@ -35,12 +35,16 @@
 //   info->lock acquisitions = 2 x misses + index_allocs (lock_twice), misses + index_allocs (prealloc), 0 (ramfs),
 //   new pages (modern); mapping->tree_lock / i_pages = misses; mmap_sem reads = faults; lru_lock = full pagevecs.
 // The PTE array of the one mm is real too: a fault installs the page with a compare-and-swap (pte_same) and
-// page_add_file_rmap; a task that finds the PTE taken drops its reference (the overlap case). lock_page spins (with
-// sched_yield when oversubscribed) where the kernel sleeps on the page's wait queue.
+// page_add_file_rmap; a task that finds the PTE taken drops its reference (the overlap case). lock_page sleeps as
+// the kernel's does in a virtual-clock run: on the page's hashed wait queue (page_waitqueue, 256 of them), until
+// unlock_page wakes it one futex wake-up later; on OS threads it spins (with sched_yield when oversubscribed).
 // mmap_sem: our Lock has no shared mode, so the read side is modelled as what it costs — one atomic RMW on the
 // rwsem's shared cache line to enter and one to leave; there is no writer, so no reader ever waits. It is counted
 // per task and reported as a lock_stat row by the scenario. (Modern kernels take the per-VMA lock instead,
 // lock_vma_under_rcu: also one atomic on one shared line per fault, so the same model stands for it.)
+// Virtual time: the PTE, mmap_sem's count and the page flags are atomic RMWs on tracked lines, the swap-vector walk
+// is a tree_step per level, clear_highpage with real backing is a bulk clear of 4 KiB on the page's node (each line
+// read for ownership and written), and the read of the page's first byte is a tracked line.
 // Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits (max_blocks 0, as the seed's test),
 // VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the task's node), huge pages, the
 // modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a CAS on the PTE instead),
@@ -56,7 +60,9 @@
 #include "alloclab/base/clock.hpp"
 #include "alloclab/base/counters.hpp"
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/line_aligned.hpp"
 #include "alloclab/locks/lock.hpp"
+#include "alloclab/locks/wait_event.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/page_cache.hpp"
 
@@ -148,6 +154,7 @@ class alignas(64) MmapSem {
  public:
   // down_read: one atomic RMW on the shared line. Returns the hold's start (clock ticks) with lock_stat on, else 0.
   uint64_t down_read(ShmemStats& st, int cpu, bool lockstat) {
+    vcost::rmw(&count_);
     count_.fetch_add(1, std::memory_order_acquire);
     ++st.mmap_sem_reads;
     if (!lockstat) return 0;
@@ -164,6 +171,7 @@ class alignas(64) MmapSem {
       if (h < st.mmap.mmap_hold_min) st.mmap.mmap_hold_min = h;
       if (h > st.mmap.mmap_hold_max) st.mmap.mmap_hold_max = h;
     }
+    vcost::rmw(&count_);
     count_.fetch_sub(1, std::memory_order_release);
   }
   long readers() const { return count_.load(std::memory_order_relaxed); }
@@ -250,7 +258,10 @@ class ShmemFile {
   int filemap_fault(ShmemTask& t, uint64_t idx, Page** pagep);
   int page_cache_read(ShmemTask& t, uint64_t idx);
   Page* find_lock_page(ShmemTask& t, uint64_t idx);
+  // lock_page / unlock_page: PG_locked, and in a virtual-clock run the page's wait queue (see the file comment).
   void lock_page(ShmemTask& t, Page& p);
+  void unlock_page(Page& p);
+  WaitEvent& page_waitqueue(const Page& p);
   Page* alloc_page(ShmemTask& t);
   // add_to_page_cache_lru (lru = false: add_to_page_cache only, the modern shmem_add_to_page_cache).
   int add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, bool lru);
@@ -279,8 +290,9 @@ class ShmemFile {
   alignas(64) PageCache mapping_;
   LruCache lru_;
   MmapSem mmap_sem_;
-  std::unique_ptr<std::atomic<uint64_t>[]> pte_;  // Page* of each index's PTE, 0 = pte_none
-  std::vector<char*> backing_base_;               // each node's 4 KiB frames (Backing::real), by node
+  line_vector<std::atomic<uint64_t>> pte_;                   // Page* of each index's PTE, 0 = pte_none
+  std::vector<std::unique_ptr<WaitEvent>> page_wait_table_;  // folio_wait_table: PG_locked sleepers by page hash
+  std::vector<char*> backing_base_;                          // each node's 4 KiB frames (Backing::real), by node
   std::vector<std::unique_ptr<ShmemTask>> tasks_;
   bool torn_down_ = false;
 };

@@ -25,6 +25,8 @@
 //     updates in per-CPU diffs (vm_stat_diff) that make reads approximate; the model's are exact.
 // Thread safety is the kernel's: every function below whose name starts with "__" or that says "zone->lock held"
 // must be called with zone->lock held; nothing else protects the free lists.
+// Virtual time: every free_list head, nr_free, vm_stat counter, pageblock type and struct page these functions read
+// or write is a tracked line (page.hpp charges the list operations), and check_new_pages() streams its range.
 // Leaves out: watermark boosting (ZONE_BOOSTED_WATERMARK is never set), highatomic reservation
 // (reserve_highatomic_pageblock; the HIGHATOMIC list exists but nothing fills it), page shuffling, guard pages
 // (debug_pagealloc), page reporting, compaction capture, lowmem_reserve (one zone per node: always 0), memory
@@ -136,11 +138,15 @@ class alignas(64) Zone {
   // Pageblock migratetype (get_pfnblock_migratetype / set_pageblock_migratetype). Reads are lock-free, as the
   // kernel's; writes happen under zone->lock.
   int get_pfnblock_migratetype(uint64_t pfn) const {
-    return pageblock_flags[(pfn - zone_start_pfn) >> pageblock_order].load(std::memory_order_relaxed);
+    const std::atomic<uint8_t>& f = pageblock_flags[(pfn - zone_start_pfn) >> pageblock_order];
+    vcost::touch(&f, false);
+    return f.load(std::memory_order_relaxed);
   }
   int get_pageblock_migratetype(const Page* p) const { return get_pfnblock_migratetype(page_to_pfn(p)); }
   void set_pageblock_migratetype(const Page* p, int mt) {
-    pageblock_flags[uint64_t(p - zone_mem_map) >> pageblock_order].store(uint8_t(mt), std::memory_order_relaxed);
+    std::atomic<uint8_t>& f = pageblock_flags[uint64_t(p - zone_mem_map) >> pageblock_order];
+    vcost::touch(&f, true);
+    f.store(uint8_t(mt), std::memory_order_relaxed);
   }
   uint64_t nr_pageblocks() const { return (spanned_pages + pageblock_nr_pages - 1) >> pageblock_order; }
 
@@ -168,9 +174,13 @@ class alignas(64) Zone {
   std::atomic<long> nr_isolate_pageblock{0};
   std::atomic<uint64_t> nr_bad_pages{0};  // pages bad_page() took out of circulation
 
-  long zone_page_state(zone_stat_item i) const { return vm_stat[i].load(std::memory_order_relaxed); }
+  long zone_page_state(zone_stat_item i) const {
+    vcost::touch(&vm_stat[i], false);
+    return vm_stat[i].load(std::memory_order_relaxed);
+  }
   // __mod_zone_page_state: the caller holds zone->lock, so load + store (no locked RMW) is enough.
   void __mod_zone_page_state(zone_stat_item i, long delta) {
+    vcost::touch(&vm_stat[i], true);
     vm_stat[i].store(vm_stat[i].load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
   }
   void __mod_zone_freepage_state(long nr_pages, int migratetype) {
@@ -180,7 +190,10 @@ class alignas(64) Zone {
   bool test_flag(zone_flags f) const { return flags.load(std::memory_order_relaxed) & (1ul << f); }
   void set_flag(zone_flags f) { flags.fetch_or(1ul << f, std::memory_order_relaxed); }
   void clear_flag(zone_flags f) { flags.fetch_and(~(1ul << f), std::memory_order_relaxed); }
-  bool has_isolate_pageblock() const { return nr_isolate_pageblock.load(std::memory_order_relaxed) > 0; }
+  bool has_isolate_pageblock() const {
+    vcost::touch(&nr_isolate_pageblock, false);
+    return nr_isolate_pageblock.load(std::memory_order_relaxed) > 0;
+  }
 
   // zone->lock with the model's own acquisition count (lock_stat counts only the run's workers).
   void lock_zone(LockToken& t) {
@@ -195,7 +208,15 @@ void add_to_free_list(Page* page, Zone& zone, unsigned order, int migratetype);
 void add_to_free_list_tail(Page* page, Zone& zone, unsigned order, int migratetype);
 void move_to_free_list(Page* page, Zone& zone, unsigned order, int migratetype);
 void del_page_from_free_list(Page* page, Zone& zone, unsigned order);
-inline bool free_area_empty(const free_area& area, int migratetype) { return area.free_list[migratetype].empty(); }
+inline bool free_area_empty(const free_area& area, int migratetype) {
+  vcost::touch(&area.free_list[migratetype], false);
+  return area.free_list[migratetype].empty();
+}
+// nr_free of one order, as the fallback and watermark checks read it (racy reads, as the kernel's).
+inline unsigned long free_area_nr_free(const free_area& area) {
+  vcost::touch(&area.nr_free, false);
+  return area.nr_free.load(std::memory_order_relaxed);
+}
 
 // ---- buddy core (zone->lock held) -----------------------------------------------------------------------------
 // page_is_buddy + find_buddy_page_pfn: the free buddy of `page` at `order`, or nullptr.

@@ -11,6 +11,9 @@
 // scaled by the clock ratio host / profile (charged at each sync point; not reproducible, as host time is not).
 // Model code reaches the run's model through the vcost:: functions below, which do nothing in a real-clock run.
 // Every call happens on the simulator's fibers, at sync points, so the state is touched in virtual-time order.
+// Lines are keyed by address, so the memory model code tracks must sit on lines the same way in every run: node
+// memory, alignas(64) objects and line_vectors (base/line_aligned.hpp); a fresh object from the host's heap is
+// forget()-ten first. Virtual times then never depend on the host's heap.
 // Leaves out: out-of-order overlap of misses, prefetchers, SMT sharing of a core, DRAM misses of untracked data,
 // interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds pays line_access).
 #pragma once
@@ -69,6 +72,11 @@ class CostModel {
   void charge(Op o, uint64_t n);
   // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
   void touch(const void* line, bool write);
+  // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
+  // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
+  // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
+  // live neighbour's state is lost. Charges nothing.
+  void forget(const void* p, uint64_t bytes);
   // Streaming `bytes` to or from node `node`'s memory (a sync point): at the core's bandwidth or the node's share
   // of it, whichever is lower, the node's bandwidth being shared by the bulk work running on it at that time.
   void bulk(uint64_t bytes, int node);
@@ -101,8 +109,10 @@ class CostModel {
 };
 
 namespace detail {
-extern constinit thread_local CostModel* tls_costs;
-}
+// initial-exec: in the Python module (a shared object) the default model would make every check a call to
+// __tls_get_addr; this one is a single load from the thread pointer, so the checks cost real-clock runs nothing.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local CostModel* tls_costs;
+}  // namespace detail
 // The cost model of the virtual-clock run on this thread (nullptr in a real-clock run), set by CostScope.
 inline CostModel* current_costs() noexcept { return detail::tls_costs; }
 class CostScope {
@@ -138,6 +148,27 @@ inline void touch(const void* line, bool write) {
 inline void bulk(uint64_t bytes, int node) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->bulk(bytes, node);
+}
+inline void forget(const void* p, uint64_t bytes) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->forget(p, bytes);
+}
+// An atomic read-modify-write on a tracked line (a refcount, a flag word, a counter or cursor that orders workers):
+// the RMW, and the line where the coherence state says it is, taken for writing.
+inline void rmw(const void* line) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) {
+      m->charge(Op::atomic_rmw, 1);
+      m->touch(line, true);
+    }
+}
+// One level of a tree walk (rbtree, radix tree, xarray, the shmem swap vector): the step, and a read of the node.
+inline void visit(const void* node) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) {
+      m->charge(Op::tree_step, 1);
+      m->touch(node, false);
+    }
 }
 }  // namespace vcost
 

@@ -19,6 +19,7 @@ VmapArea* find_vmap_lowest_match(VmapCpu& c, const RbRoot* root, unsigned long s
   ++c.st.searches;
   while (node) {
     ++steps;
+    vcost::visit(node);
     VmapArea* va = va_of_rb(node);
     if (get_subtree_max_size(node->rb_left) >= length && vstart < va->va_start) {
       node = node->rb_left;
@@ -36,6 +37,7 @@ VmapArea* find_vmap_lowest_match(VmapCpu& c, const RbRoot* root, unsigned long s
       // an alignment overhead larger than PAGE_SIZE).
       while ((node = rb::rb_parent(node))) {
         ++steps;
+        vcost::visit(node);
         va = va_of_rb(node);
         if (is_within_this_va(va, size, align, vstart)) {
           found = va;
@@ -75,6 +77,7 @@ bool va_clip(VmapCpu& c, VaTree& free, VmapArea* va, unsigned long nva_start_add
   VmapArea* lva = nullptr;
   const FitType type = classify_va_fit_type(va, nva_start_addr, size);
   ++c.st.fit(type);
+  vcost::touch(va_line(va), true);  // its va_start / va_end
   switch (type) {
     case FL_FIT_TYPE:
       //  |               |

@@ -18,6 +18,7 @@ namespace alloclab::vmalloc {
 void VmallocSpace::free_vmap_area_noflush(VmapCpu& c, VmapArea* va) {
   if (!va->list.empty()) throw std::logic_error("free_vmap_area_noflush: area still on a list");
   const unsigned long nr = (va->va_end - va->va_start) >> PAGE_SHIFT;
+  vcost::rmw(&vmap_lazy_nr_);
   const unsigned long nr_lazy = vmap_lazy_nr_.fetch_add(nr, std::memory_order_relaxed) + nr;
 
   if (v67_shape()) {
@@ -27,6 +28,7 @@ void VmallocSpace::free_vmap_area_noflush(VmapCpu& c, VmapArea* va) {
     ++c.st.lazy_lock;
     touch(vn->lazy_last_cpu, c);
     merge_or_add_vmap_area(c, va, vn->lazy);
+    vcost::touch(&vn->lazy_count, true);
     vn->lazy_count.store(1, std::memory_order_relaxed);
   } else {
     // v6.9+: back to the node it was requested on (so a purge refills that node's pool), else by address.
@@ -36,16 +38,21 @@ void VmallocSpace::free_vmap_area_noflush(VmapCpu& c, VmapArea* va) {
     ++c.st.lazy_lock;
     touch(vn->lazy_last_cpu, c);
     insert_vmap_area(c, va, vn->lazy);
+    vcost::touch(&vn->lazy_count, true);
     vn->lazy_count.store(vn->lazy_count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
-  // After this point the area may be freed at any time. schedule_work(&drain_vmap_work):
-  if (nr_lazy > lazy_max_pages_ && !drain_pending_.load(std::memory_order_relaxed) &&
-      !drain_pending_.exchange(true, std::memory_order_acq_rel)) {
-    ++c.st.drains;
-    purge_vmap_area_lazy(c);  // drain_vmap_area_work()
-    drain_pending_.store(false, std::memory_order_release);
-  }
+  // After this point the area may be freed at any time. schedule_work(&drain_vmap_work): a work item whose PENDING
+  // bit is set is not queued again.
+  if (nr_lazy <= lazy_max_pages_) return;
+  vcost::touch(&drain_pending_, false);
+  if (drain_pending_.load(std::memory_order_relaxed)) return;
+  vcost::rmw(&drain_pending_);
+  if (drain_pending_.exchange(true, std::memory_order_acq_rel)) return;
+  ++c.st.drains;
+  purge_vmap_area_lazy(c);  // drain_vmap_area_work()
+  vcost::touch(&drain_pending_, true);
+  drain_pending_.store(false, std::memory_order_release);
 }
 
 void VmallocSpace::purge_vmap_area_lazy(VmapCpu& c) {
@@ -77,6 +84,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
       ++c.st.lazy_lock;
       touch(vn->lazy_last_cpu, c);
       vn->lazy.root = RbRoot{};
+      vcost::touch(&vn->lazy.head, true);
       list_replace_init(&vn->lazy.head, &local_purge_list);
       vn->lazy_count.store(0, std::memory_order_relaxed);
     }
@@ -98,6 +106,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
       }
     }
     INIT_LIST_HEAD(&local_purge_list);
+    vcost::rmw(&vmap_lazy_nr_);
     vmap_lazy_nr_.fetch_sub(nr_pages, std::memory_order_relaxed);
     c.st.purged_pages += nr_pages;
   } else {
@@ -107,12 +116,14 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
       INIT_LIST_HEAD(&vn->purge_list);
       vn->skip_populate = full_pool_decay;
       decay_va_pool_node(c, vn, full_pool_decay);
+      vcost::touch(&vn->lazy_count, false);
       if (vn->lazy_count.load(std::memory_order_relaxed) == 0) continue;  // RB_EMPTY_ROOT(&vn->lazy.root)
       {
         ScopedLock g(vn->lazy_lock);
         ++c.st.lazy_lock;
         touch(vn->lazy_last_cpu, c);
         vn->lazy.root = RbRoot{};
+        vcost::touch(&vn->lazy.head, true);
         list_replace_init(&vn->lazy.head, &vn->purge_list);
         vn->lazy_count.store(0, std::memory_order_relaxed);
       }
@@ -144,12 +155,14 @@ void VmallocSpace::purge_vmap_node(VmapCpu& c, VmapNode* vn) {
     VmapArea* va = va_of_list(p);
     const unsigned long nr = (va->va_end - va->va_start) >> PAGE_SHIFT;
     const unsigned vn_id = decode_vn_id(va->flags);
+    vcost::touch(va_line(va), true);
     list_del_init(&va->list);
     nr_purged_pages += nr;
     ++vn->nr_purged;
     if (is_vn_id_valid(vn_id) && !vn->skip_populate && node_pool_add_va(c, vn, va)) continue;
     list_add(&va->list, &local_list);  // back to the global free tree
   }
+  vcost::rmw(&vmap_lazy_nr_);
   vmap_lazy_nr_.fetch_sub(nr_purged_pages, std::memory_order_relaxed);
   c.st.purged_pages += nr_purged_pages;
   reclaim_list_global(c, &local_list);

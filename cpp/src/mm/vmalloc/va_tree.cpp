@@ -17,6 +17,7 @@ RbNode** find_va_links(VmapCpu& c, const VmapArea* va, RbRoot* root, RbNode* fro
   // Go to the bottom of the tree; on the way, refuse an overlap (the kernel WARNs and returns NULL).
   VmapArea* tmp_va;
   do {
+    vcost::visit(*link);
     tmp_va = va_of_rb(*link);
     if (va->va_end <= tmp_va->va_start) {
       link = &(*link)->rb_left;
@@ -52,6 +53,7 @@ void link_va(VmapArea* va, RbRoot* root, RbNode* parent, RbNode** link, ListHead
   } else {
     rb_insert_color(&va->rb_node, root);
   }
+  vcost::touch(va_line(va), true);
   list_add(&va->list, head);  // address-sorted list
 }
 
@@ -61,6 +63,7 @@ void unlink_va(VmapArea* va, RbRoot* root, bool augment) {
     rb_erase_augmented<FreeVaAugment>(&va->rb_node, root);
   else
     rb_erase(&va->rb_node, root);
+  vcost::touch(va_line(va), true);
   list_del_init(&va->list);
   RB_CLEAR_NODE(&va->rb_node);
 }
@@ -85,6 +88,7 @@ bool insert_vmap_area_augment(VmapCpu& c, VmapArea* va, RbNode* from, VaTree& t)
 VmapArea* find_vmap_area_in(unsigned long addr, const RbRoot* root) {
   RbNode* n = root->rb_node;
   while (n) {
+    vcost::visit(n);
     VmapArea* va = va_of_rb(n);
     if (addr < va->va_start)
       n = n->rb_left;
@@ -110,7 +114,9 @@ VmapArea* merge_or_add(VmapCpu& c, VmapArea* va, VaTree& t, bool augment) {
     //  |<------VA------>|<-----Next----->|
     if (next != head) {
       VmapArea* sibling = va_of_list(next);
+      vcost::touch(va_line(sibling), false);
       if (sibling->va_start == va->va_end) {
+        vcost::touch(va_line(sibling), true);
         sibling->va_start = va->va_start;
         kmem_cache_free_va(c, va);
         va = sibling;
@@ -120,10 +126,12 @@ VmapArea* merge_or_add(VmapCpu& c, VmapArea* va, VaTree& t, bool augment) {
     //  |<-----Prev----->|<------VA------>|
     if (next->prev != head) {
       VmapArea* sibling = va_of_list(next->prev);
+      vcost::touch(va_line(sibling), false);
       if (sibling->va_end == va->va_start) {
         // If both neighbours coalesce, unlink "next" first, then merge into "prev"; otherwise the augmented
         // values could be left stale by the rotations of the erase.
         if (merged) unlink_va(va, &t.root, augment);
+        vcost::touch(va_line(sibling), true);
         sibling->va_end = va->va_end;
         kmem_cache_free_va(c, va);
         va = sibling;

@@ -123,6 +123,7 @@ VmapArea* VmallocSpace::alloc_vmap_area(VmapCpu& c, unsigned long size, unsigned
     purged = true;
   }
 
+  vcost::touch(va_line(va), true);
   va->va_start = addr;
   va->va_end = addr + size;
   va->vm = nullptr;

@@ -13,6 +13,7 @@ SiteLock::SiteLock(LockDomain& d, std::string_view cls) : yield_(d.spin_yield())
 
 void SiteLock::raw_lock() {
   for (;;) {
+    vcost::rmw(&raw_);
     if (raw_.exchange(1, std::memory_order_acquire) == 0) return;
     spin_until([this] { return raw_.load(std::memory_order_relaxed) == 0; }, yield_, "vmalloc raw spinlock");
   }
@@ -45,7 +46,9 @@ VmapArea* VmallocSpace::node_alloc(VmapCpu& c, unsigned long size, unsigned long
 VmapArea* VmallocSpace::node_pool_del_va(VmapCpu& c, VmapNode* vn, unsigned long size, unsigned long align,
                                          unsigned long vstart, unsigned long vend) {
   VmapPool* vp = size_to_va_pool(vn, size);
-  if (!vp || vp->len.load(std::memory_order_relaxed) == 0) return nullptr;  // list_empty() without the lock
+  if (!vp) return nullptr;
+  vcost::touch(&vp->len, false);
+  if (vp->len.load(std::memory_order_relaxed) == 0) return nullptr;  // list_empty() without the lock
   VmapArea* va = nullptr;
   ScopedLock g(vn->pool_lock);
   ++c.st.pool_lock;
@@ -55,12 +58,17 @@ VmapArea* VmallocSpace::node_pool_del_va(VmapCpu& c, VmapNode* vn, unsigned long
     if (IS_ALIGNED(va->va_start, align)) {
       const bool err = va_size(va) != size || va->va_start < vstart || va->va_end > vend;
       if (!err) {
+        vcost::touch(&vp->head, true);
+        vcost::touch(va_line(va), true);
         list_del_init(&va->list);
+        vcost::touch(&vp->len, true);
         vp->len.store(vp->len.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
       } else {
         va = nullptr;  // WARN_ON_ONCE in the kernel
       }
     } else {
+      vcost::touch(&vp->head, true);
+      vcost::touch(va_line(va), true);
       list_move_tail(&va->list, &vp->head);
       va = nullptr;
     }
@@ -74,7 +82,10 @@ bool VmallocSpace::node_pool_add_va(VmapCpu& c, VmapNode* vn, VmapArea* va) {
   ScopedLock g(vn->pool_lock);
   ++c.st.pool_lock;
   touch(vn->pool_last_cpu, c);
+  vcost::touch(&vp->head, true);
+  vcost::touch(va_line(va), true);
   list_add(&va->list, &vp->head);
+  vcost::touch(&vp->len, true);
   vp->len.store(vp->len.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return true;
 }
@@ -83,6 +94,7 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
   VaTree decay;  // decay_root + decay_list: a local tree where decayed areas coalesce first
   for (unsigned i = 0; i < MAX_VA_SIZE_PAGES; ++i) {
     VmapPool& vp = vn->pool[i];
+    vcost::touch(&vp.len, false);
     if (vp.len.load(std::memory_order_relaxed) == 0) continue;
     ListHead tmp_list;
     unsigned long pool_len, n_decay;
@@ -91,7 +103,9 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
       ScopedLock g(vn->pool_lock);
       ++c.st.pool_lock;
       touch(vn->pool_last_cpu, c);
+      vcost::touch(&vp.head, true);
       list_replace_init(&vp.head, &tmp_list);
+      vcost::touch(&vp.len, true);
       pool_len = n_decay = vp.len.load(std::memory_order_relaxed);
       vp.len.store(0, std::memory_order_relaxed);
     }
@@ -101,6 +115,7 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
     for (ListHead *p = tmp_list.next, *n = p->next; p != &tmp_list; p = n, n = p->next) {
       if (!n_decay--) break;
       VmapArea* va = va_of_list(p);
+      vcost::touch(va_line(va), true);
       list_del_init(&va->list);
       merge_or_add_vmap_area(c, va, decay);
       ++c.st.decayed_areas;
@@ -110,7 +125,9 @@ void VmallocSpace::decay_va_pool_node(VmapCpu& c, VmapNode* vn, bool full_decay)
       ScopedLock g(vn->pool_lock);
       ++c.st.pool_lock;
       touch(vn->pool_last_cpu, c);
+      vcost::touch(&vp.head, true);
       list_replace_init(&tmp_list, &vp.head);
+      vcost::touch(&vp.len, true);
       vp.len.store(pool_len, std::memory_order_relaxed);
     }
   }

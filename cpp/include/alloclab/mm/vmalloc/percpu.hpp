@@ -17,6 +17,7 @@
 #include "alloclab/base/counters.hpp"
 #include "alloclab/mm/vmalloc/kmem_cache.hpp"
 #include "alloclab/mm/vmalloc/vmap_area.hpp"
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -78,13 +79,20 @@ struct alignas(64) VmapCpu {
   KmemCache<VmStruct> vm_cache;  // kzalloc()'s slab of struct vm_struct on this CPU
 };
 
-// kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free() on this CPU.
+// kmem_cache_alloc(vmap_area_cachep) / kmem_cache_free() on this CPU. In a virtual-clock run each is a list_op on
+// SLUB's per-CPU freelist that writes the object's line (va_line()): an object freed on another CPU comes with its
+// line from there.
 inline VmapArea* kmem_cache_alloc_va(VmapCpu& c) {
   ++c.st.va_objs_alloc;
-  return c.va_cache.alloc();
+  VmapArea* va = c.va_cache.alloc();
+  vcost::charge(Op::list_op);
+  vcost::touch(va_line(va), true);
+  return va;
 }
 inline void kmem_cache_free_va(VmapCpu& c, VmapArea* va) {
   ++c.st.va_objs_free;
+  vcost::charge(Op::list_op);
+  vcost::touch(va_line(va), true);
   c.va_cache.free(va);
 }
 

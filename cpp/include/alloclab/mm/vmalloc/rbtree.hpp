@@ -6,11 +6,15 @@
 // variants take a callbacks type with static propagate(node, stop), copy(old, new) and rotate(old, new), as
 // RB_DECLARE_CALLBACKS generates; the callbacks are template parameters so they inline as the kernel's
 // __always_inline ones do. The plain variants use a no-op callbacks type.
+// In a virtual-clock run each pass of the rebalancing loops and each step of the successor walk is a tree_step that
+// reads or writes the node it works on (the descent that found the place is its caller's to charge).
 // Leaves out: the cached-leftmost root (rb_root_cached), RCU-safe WRITE_ONCE ordering (every tree here is only
 // touched under its lock), rb_replace_node, postorder iteration.
 #pragma once
 
 #include <cstdint>
+
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab::vmalloc {
 
@@ -60,6 +64,14 @@ inline void rotate_set_parents(RbNode* old, RbNode* n, RbRoot* root, uintptr_t c
   change_child(old, n, parent, root);
 }
 
+// One level of rebalancing or walking: a tree_step on node `n`'s line.
+inline void step(const RbNode* n, bool write) {
+  if (CostModel* m = vcost::active()) [[unlikely]] {
+    m->charge(Op::tree_step, 1);
+    m->touch(n, write);
+  }
+}
+
 struct NoAugment {
   static void propagate(RbNode*, RbNode*) {}
   static void copy(RbNode*, RbNode*) {}
@@ -71,6 +83,7 @@ template <class Aug>
 inline void insert(RbNode* node, RbRoot* root) {
   RbNode *parent = rb_red_parent(node), *gparent, *tmp;
   for (;;) {
+    step(parent ? parent : node, true);
     // Loop invariant: node is red.
     if (!parent) {
       rb_set_parent_color(node, nullptr, RB_BLACK);
@@ -144,6 +157,7 @@ template <class Aug>
 inline void erase_color(RbNode* parent, RbRoot* root) {
   RbNode *node = nullptr, *sibling, *tmp1, *tmp2;
   for (;;) {
+    step(parent, true);
     sibling = parent->rb_right;
     if (node != sibling) {  // node == parent->rb_left
       if (rb_is_red(sibling)) {
@@ -274,6 +288,7 @@ inline RbNode* erase_augmented(RbNode* node, RbRoot* root) {
     } else {
       // Case 3: node's successor is the leftmost node under node's right child.
       do {
+        step(tmp, false);
         parent = successor;
         successor = tmp;
         tmp = tmp->rb_left;

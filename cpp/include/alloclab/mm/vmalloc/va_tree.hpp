@@ -46,6 +46,7 @@ struct FreeVaAugment {
   }
   static void propagate(RbNode* rb, RbNode* stop) {
     while (rb != stop) {
+      rb::step(rb, true);
       VmapArea* va = va_of_rb(rb);
       if (compute_max(va, true)) break;
       rb = rb::rb_parent(&va->rb_node);

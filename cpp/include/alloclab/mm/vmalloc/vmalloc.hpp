@@ -17,7 +17,9 @@
 // against the model (busy-lock acquisitions per allocation are exactly 2 or 1).
 // Costs that are modelled, not performed: flush_tlb_kernel_range (tlb_flush_ns per purge) and, optionally, the
 // cache-line transfer of a lock's data when the previous holder was another CPU (bounce_ns, charged inside the
-// critical sections of the busy, free, pool and lazy locks: the "handoff cost" of a big machine).
+// critical sections of the busy, free, pool and lazy locks: the "handoff cost" of a big machine). In a virtual-clock
+// run the trees, lists and counters charge their steps and lines themselves (rbtree.hpp, list.hpp, va_tree.hpp,
+// free_space.hpp) and the coherence model moves the lines: leave bounce_ns at 0 there, or it is counted twice.
 // Leaves out: KASAN (kasan_populate_vmalloc), the vmap_notify_list shrinkers, vmap blocks / vm_map_ram,
 // huge-page mappings, the kworker helpers of a purge (the CPU that queues the drain runs it, synchronously,
 // once at a time, like a work item that cannot be queued twice), cond_resched. See vmap_node.hpp for the nodes.

@@ -84,6 +84,12 @@ inline const VmapArea* va_of_list(const ListHead* l) {
   return reinterpret_cast<const VmapArea*>(reinterpret_cast<const char*>(l) - offsetof(VmapArea, list));
 }
 
+// The line a virtual-clock run tracks for an area, whichever of its fields is read or written: its rb_node's (the
+// rbtree code touches rb_nodes). One line per area, wherever the host's heap put it: areas lie at least 72 bytes
+// apart, so two areas never share one, and no touch depends on the area's offset within a host line. The kernel's
+// 72-byte slab objects do share lines with their neighbours, which the model leaves out.
+inline const void* va_line(const VmapArea* va) { return &va->rb_node; }
+
 // get_subtree_max_size(): 0 for an empty subtree.
 inline unsigned long get_subtree_max_size(const RbNode* n) { return n ? va_of_rb(n)->subtree_max_size : 0; }
 

@@ -45,12 +45,16 @@ class SiteLock {
     if (lock_)
       lock_->unlock(t);
     else
-      raw_.store(0, std::memory_order_release);
+      raw_unlock();
   }
   bool counted() const { return lock_.has_value(); }
 
  private:
   void raw_lock();
+  void raw_unlock() {
+    vcost::touch(&raw_, true);  // the releasing store on the lock word
+    raw_.store(0, std::memory_order_release);
+  }
   std::optional<Lock> lock_;
   std::atomic<uint32_t> raw_{0};
   bool yield_ = false;

@@ -1,0 +1,285 @@
+// What the mm model charges in virtual time (table costs): a single virtual CPU's operation costs exactly the ops it
+// performs, counted here from what the operation did (tree levels walked, bitmap words scanned, struct pages read);
+// a line written by one CPU costs another exactly the profile's transfer; concurrent bulk work on one node shares
+// its bandwidth; a task that finds a page locked sleeps until unlock_page wakes it (a futex wake-up later); and no
+// virtual time depends on where the host's heap put the model's objects.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "alloclab/base/scheduler.hpp"
+#include "alloclab/lab/runner.hpp"
+#include "alloclab/lab/scenario.hpp"
+#include "alloclab/locks/lock.hpp"
+#include "alloclab/mm/cma.hpp"
+#include "alloclab/mm/memory_system.hpp"
+#include "alloclab/mm/page_cache.hpp"
+#include "alloclab/mm/shmem.hpp"
+#include "alloclab/mm/vmalloc/free_space.hpp"
+#include "alloclab/topology/cost_model.hpp"
+#include "test_profiles.hpp"
+
+using namespace alloclab;
+using namespace alloclab::mm;
+
+namespace {
+
+constexpr vt::vtime kNs = vt::kNanosecond;
+
+// A virtual-clock run's set-up without the runner: the profile's machine as the model, table costs, virtual locks.
+// Virtual CPU i runs as profile PU i.
+struct VirtualRun {
+  VirtualRun(std::shared_ptr<const MachineProfile> p, int cpus)
+      : profile(std::move(p)),
+        costs(profile, Costs::table, pus(cpus), 1.0),
+        scope(&costs),
+        machine(profile->topology(), Topology::host()),
+        locks(LockConfig{}, false, false, &costs) {
+    locks.reset_stats(cpus);
+  }
+  static std::vector<int> pus(int n) {
+    std::vector<int> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+    return v;
+  }
+  // Runs body(cpu) on `cpus` virtual CPUs; returns each CPU's clock when its body returned.
+  std::vector<vt::vtime> run(int cpus, const std::function<void(int)>& body) {
+    std::vector<vt::vtime> end(size_t(cpus), 0);
+    vt::Simulator sim;
+    sim.run(cpus, [&](int cpu) {
+      body(cpu);
+      end[size_t(cpu)] = sim.now();
+    });
+    return end;
+  }
+  vt::vtime op(Op o) const { return costs.op(o); }
+
+  std::shared_ptr<const MachineProfile> profile;
+  CostModel costs;
+  CostScope scope;
+  VirtualClockScope clock;
+  Machine machine;
+  LockDomain locks;
+};
+
+std::shared_ptr<const MachineProfile> one_socket(int cores) {
+  return test::test_profile("package:1 numa:1 l3:1 core:" + std::to_string(cores) + " pu:1",
+                            cores > 1 ? std::vector<std::string>{"same_llc"} : std::vector<std::string>{});
+}
+
+// The clock a body spends in f() on virtual CPU 0 alone.
+vt::vtime cost_of(VirtualRun& v, const std::function<void()>& f) {
+  vt::vtime spent = 0;
+  v.run(1, [&](int) {
+    const vt::vtime t0 = vt::Simulator::current()->now();
+    f();
+    spent = vt::Simulator::current()->now() - t0;
+  });
+  return spent;
+}
+
+TEST(VirtualCosts, ARadixTreeLookupCostsOneStepPerLevelWalked) {
+  VirtualRun v(one_socket(1), 1);
+  RadixTree tree;
+  int item = 0;
+  for (uint64_t index : {uint64_t(5), uint64_t(1) << 20}) ASSERT_EQ(tree.insert(index, &item, nullptr), 0);  // untimed
+  const unsigned levels = tree.height();
+  ASSERT_EQ(levels, 4u);  // 2^20 needs four levels of 64 slots
+  const vt::vtime t = cost_of(v, [&] { EXPECT_EQ(tree.lookup(uint64_t(1) << 20), &item); });
+  EXPECT_EQ(t, levels * (v.op(Op::tree_step) + v.op(Op::line_access)));
+}
+
+TEST(VirtualCosts, AFreeTreeSearchCostsOneStepPerNodeItVisited) {
+  using namespace alloclab::vmalloc;
+  constexpr unsigned long kPage = vmalloc::PAGE_SIZE;
+  VirtualRun v(one_socket(1), 1);
+  VmapCpu c;
+  VaTree free;
+  // Free areas of one page with one-page holes between them, then one large area at the end.
+  for (unsigned long i = 0; i < 200; ++i) {
+    VmapArea* va = kmem_cache_alloc_va(c);
+    va->va_start = VMALLOC_START + 2 * i * kPage;
+    va->va_end = va->va_start + kPage;
+    ASSERT_TRUE(insert_vmap_area_augment(c, va, nullptr, free));
+  }
+  VmapArea* big = kmem_cache_alloc_va(c);
+  big->va_start = VMALLOC_START + 400 * kPage;
+  big->va_end = big->va_start + 64 * kPage;
+  ASSERT_TRUE(insert_vmap_area_augment(c, big, nullptr, free));
+  c.st = VmallocStats{};
+  const vt::vtime t = cost_of(
+      v, [&] { EXPECT_EQ(find_vmap_lowest_match(c, &free.root, 16 * kPage, kPage, VMALLOC_START, false), big); });
+  ASSERT_GT(c.st.search_steps, 3u);  // the model's own count of the nodes it visited
+  EXPECT_EQ(t, c.st.search_steps * (v.op(Op::tree_step) + v.op(Op::line_access)));
+  for (ListHead *p = free.head.next, *n = p->next; p != &free.head; p = n, n = p->next) delete va_of_list(p);
+}
+
+TEST(VirtualCosts, ABitmapSearchCostsOneOpPerWordAndALineAccessPerLine) {
+  VirtualRun v(one_socket(1), 1);
+  std::vector<uint64_t> map(64, 0);
+  for (size_t w = 0; w < 10; ++w) map[w] = ~uint64_t(0);  // bits 0..639 taken
+  const vt::vtime t = cost_of(v, [&] { EXPECT_EQ(bitmap_find_next_zero_area_off(map, 64 * 64, 0, 64, 0, 0), 640u); });
+  // Looking for a zero reads words 0..10 (lines 0 and 1); checking [640, 704) for a set bit reads word 10 again.
+  EXPECT_EQ(t, 12 * v.op(Op::bitmap_word) + 3 * v.op(Op::line_access));
+}
+
+// A MemorySystem on the profile's machine.
+std::unique_ptr<MemorySystem> memory(VirtualRun& v, uint64_t pages_per_node, Backing backing = Backing::none) {
+  MemoryConfig cfg = MemoryConfig::uniform(v.machine, pages_per_node);
+  cfg.backing = backing;
+  return std::make_unique<MemorySystem>(v.machine, v.locks, cfg);
+}
+
+TEST(VirtualCosts, AListOperationTouchesTheHeadAndTheStructPagesItLinks) {
+  VirtualRun v(one_socket(1), 1);
+  auto ms = memory(v, 1024);
+  Zone& z = ms->zone(0);
+  PageList list;
+  list_add(list, z.zone_mem_map, 7);  // untimed: on the controlling thread
+  const vt::vtime three_lines = v.op(Op::list_op) + 3 * v.op(Op::line_access);
+  // The head, the new page and the page it now precedes.
+  EXPECT_EQ(cost_of(v, [&] { list_add(list, z.zone_mem_map, 9); }), three_lines);
+  // The head, the page and its neighbour; then the head and the page alone.
+  EXPECT_EQ(cost_of(v, [&] { list_del(list, z.zone_mem_map, 9); }), three_lines);
+  EXPECT_EQ(cost_of(v, [&] { list_del(list, z.zone_mem_map, 7); }), v.op(Op::list_op) + 2 * v.op(Op::line_access));
+  EXPECT_TRUE(list.empty());
+}
+
+TEST(VirtualCosts, AStructPageRangeStreamsFromItsNodeAtTheCoresBandwidth) {
+  VirtualRun v(one_socket(1), 1);
+  auto ms = memory(v, 4096);
+  Zone& z = ms->zone(0);
+  Page* block = z.zone_mem_map + 512;
+  const vt::vtime t = cost_of(v, [&] { EXPECT_FALSE(check_new_pages(z, block, 9)); });
+  // 512 reads, and 512 x 64 bytes at the profile's 12 GB/s core bandwidth (test_profiles.hpp).
+  const double stream_ns = 512.0 * sizeof(Page) / 12.0;
+  EXPECT_EQ(t, 512 * v.op(Op::line_access) + vt::vtime(std::llround(stream_ns * 1000)));
+}
+
+TEST(VirtualCosts, ALineWrittenByOneCpuCostsAnotherExactlyTheTransfer) {
+  VirtualRun v(one_socket(2), 2);
+  auto ms = memory(v, 1024);
+  Page& page = ms->zone(0).zone_mem_map[3];
+  vt::vtime read_cost = 0;
+  v.run(2, [&](int cpu) {
+    vt::Simulator& sim = *vt::Simulator::current();
+    if (cpu == 0) {
+      get_page(page);  // an atomic RMW: the line is now CPU 0's, modified
+      return;
+    }
+    ASSERT_TRUE(sim.block_until(1000 * kNs));  // long after CPU 0's write
+    const vt::vtime t0 = sim.now();
+    EXPECT_EQ(page_ref_count(page), 1);
+    read_cost = sim.now() - t0;
+  });
+  EXPECT_EQ(read_cost, v.op(Op::line_access) + v.costs.transfer(0, 1));
+  EXPECT_EQ(v.costs.transfer(0, 1), 20 * kNs);  // same_llc in the test profile
+  set_page_count(page, 0);
+}
+
+// Two CPUs stream a 2 MiB block's struct pages at once: on one node they share its bandwidth, on two nodes they do
+// not. The node's 16 GB/s is less than two cores' 12 GB/s.
+TEST(VirtualCosts, ConcurrentBulkWorkOnOneNodeSharesItsBandwidth) {
+  auto profile = [](const std::string& topology, const std::vector<std::string>& classes) {
+    ProfileFields f = test::profile_fields(topology, classes);
+    test::profile_number(f, "bandwidth_gbs.node", 16);
+    return std::make_shared<MachineProfile>(f);
+  };
+  const auto stream = [](VirtualRun& v, int cpus, const std::vector<int>& node_of_cpu) {
+    auto ms = memory(v, 4096);
+    return v.run(cpus, [&](int cpu) {
+      Zone& z = ms->zone(node_of_cpu[size_t(cpu)]);
+      EXPECT_FALSE(check_new_pages(z, z.zone_mem_map + 512 + 1024 * cpu, 9));  // inside a free block, not its head
+    });
+  };
+  VirtualRun alone(profile("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"}), 1);
+  const vt::vtime one = stream(alone, 1, {0})[0];
+  VirtualRun shared(profile("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"}), 2);
+  const std::vector<vt::vtime> both = stream(shared, 2, {0, 0});
+  VirtualRun apart(profile("package:2 numa:1 l3:1 core:1 pu:1", {"remote"}), 2);
+  const std::vector<vt::vtime> two_nodes = stream(apart, 2, {0, 1});
+  EXPECT_EQ(both[0], one);  // the first found the node idle
+  EXPECT_GT(both[1], one);  // the second got half the node: 8 GB/s instead of its core's 12
+  EXPECT_EQ(both[1] - one,
+            vt::vtime(std::llround(512.0 * 64 / 8 * 1000)) - vt::vtime(std::llround(512.0 * 64 / 12 * 1000)));
+  EXPECT_EQ(two_nodes[0], one);
+  EXPECT_EQ(two_nodes[1], one);
+}
+
+// CPU 0 faults page 0 in and spends 100 us clearing it while it holds the page locked; CPU 1 reads the same page
+// 50 us in, finds it in the page cache, locked, and sleeps until CPU 0's unlock_page wakes it one futex wake-up later
+// (it would notice within a PAUSE if it polled).
+TEST(VirtualCosts, LockPageSleepsUntilUnlockPageWakesIt) {
+  VirtualRun v(one_socket(2), 2);
+  auto ms = memory(v, 8192);
+  ShmemConfig cfg;
+  cfg.variant = ShmemVariant::lock_twice;
+  cfg.nr_pages = 16;
+  cfg.clear_ns = 100'000;
+  ShmemFile file(*ms, v.locks, cfg);
+  ShmemTask& t0 = file.add_task(0, 0);
+  ShmemTask& t1 = file.add_task(1, 0);
+  const std::vector<vt::vtime> end = v.run(2, [&](int cpu) {
+    if (cpu == 1) {
+      ASSERT_TRUE(vt::Simulator::current()->block_until(50'000 * kNs));
+    }
+    file.touch(cpu == 0 ? t0 : t1, 0);
+  });
+  EXPECT_EQ(t0.st.new_pages, 1u);
+  EXPECT_EQ(t1.st.page_lock_waits, 1u);
+  EXPECT_EQ(t1.st.pte_races, 1u);
+  const vt::vtime wakeup = v.costs.wakeup();
+  EXPECT_EQ(wakeup, 5000 * kNs);
+  // CPU 0 unlocks just before its fault returns; CPU 1 runs a wake-up later and then finishes its own fault.
+  EXPECT_GT(end[1], end[0] + wakeup - 200 * kNs);
+  EXPECT_LT(end[1], end[0] + wakeup + 1000 * kNs);
+  file.teardown(0);
+  ms->drain_all_pages();
+  EXPECT_TRUE(ms->check().ok);
+}
+
+// Eight CPUs fault the same pages: the ones that find a page locked sleep and are woken by unlock_page, many at once.
+TEST(VirtualCosts, ManyCpusWaitingForPageLocksAllGetThem) {
+  RunOptions opt;
+  opt.clock = ClockKind::virtual_time;
+  opt.machine = one_socket(8);
+  const RunResult r = run("shmem_fault",
+                          {{"threads", int64_t(8)},
+                           {"pattern", std::string("overlap")},
+                           {"pages_per_thread", int64_t(64)},
+                           {"backing", std::string("none")},
+                           {"clear_ns", int64_t(2000)}},
+                          opt);
+  EXPECT_FALSE(r.stopped);
+  int64_t waits = 0, faults = 0;
+  for (const auto& [k, v] : r.summary) {
+    if (k == "page_lock_waits") waits = std::get<int64_t>(v);
+    if (k == "faults") faults = std::get<int64_t>(v);
+  }
+  EXPECT_GT(waits, 0);
+  EXPECT_GE(faults, 512);  // every page faulted in once at least
+}
+
+// Every scenario, twice, with the host's heap in a different state the second time: the same virtual times.
+TEST(VirtualCosts, VirtualTimesDoNotDependOnTheHostHeap) {
+  RunOptions opt;
+  opt.clock = ClockKind::virtual_time;
+  opt.machine = test::test_profile("package:2 numa:1 l3:1 core:1 pu:1", {"remote"});
+  const auto times = [&](const ScenarioDef& def) {
+    const RunResult r = run(def.name, def.small, opt);
+    std::vector<double> t{r.elapsed_s};
+    for (const WorkerRow& w : r.workers) t.push_back(w.elapsed_s);
+    return t;
+  };
+  for (const ScenarioDef& def : scenarios()) {
+    const std::vector<double> first = times(def);
+    std::vector<std::unique_ptr<char[]>> clutter;  // odd-sized blocks that shift where later allocations land
+    for (size_t i = 0; i < 2000; ++i) clutter.push_back(std::make_unique<char[]>(24 + 8 * (i % 13)));
+    for (size_t i = 0; i < clutter.size(); i += 3) clutter[i].reset();
+    EXPECT_EQ(times(def), first) << def.name;
+  }
+}
+
+}  // namespace
