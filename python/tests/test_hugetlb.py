@@ -107,10 +107,7 @@ def test_sweep_over_multiplier():
     assert df["nworks"].tolist() == [1, 2, 3]
 
 
-def test_study_published_table_is_the_seeds():
-    pub = study.PUBLISHED.set_index(["nodes", "multiplier"])
-    assert pub.loc[(2, 1), "ms_256G"] == 358 and pub.loc[(2, 5), "ms_256G"] == 126
-    assert pub.loc[(2, 2), "ms_50G"] == 44 and pub.loc[(4, 3), "ms_2T"] == 543
+def test_study_is_registered_with_its_seed():
     assert study.SEED == "hugetlb-padata-parallel-init" and study.SCENARIOS == ("hugetlb_boot",)
 
 
