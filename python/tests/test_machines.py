@@ -6,7 +6,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import alloclab as al
@@ -198,6 +197,8 @@ def test_machine_repr_and_values():
     assert m.values["transfer_ns.remote"] == m.value("transfer_ns.remote") == 135.7
     assert m.ghz == 2.26
     assert m.seeds == ["shmem-prealloc-fault"]
-    assert isinstance(m.fields, pd.DataFrame)
+    f = m.fields
+    assert list(f.columns) == ["table", "field", "value", "unit", "source"] and len(f) == len(m.values)
+    assert f.set_index(["table", "field"]).loc[("transfer_ns", "remote"), "value"] == 135.7
     with pytest.raises(ValueError, match="dram_ns.nope: not a number of profile 'nehalem-ex-4s-64t'"):
         m.value("dram_ns.nope")

@@ -87,7 +87,7 @@ def test_the_host_load_is_in_the_provenance():
     for key in ("host_load1_start", "host_load1_end", "host_cpu_mhz_start", "host_cpu_mhz_end"):
         assert isinstance(p[key], float)
     for key in ("host_other_runnable_start", "host_other_runnable_max", "other_runs_workers"):
-        assert isinstance(p[key], int) and p[key] >= 0
+        assert isinstance(p[key], int)
     assert isinstance(p["host_busy"], bool) and p["exclusive"] is True
 
 

@@ -57,7 +57,7 @@ def test_lock_zoo_is_registered():
     study = found["lock_zoo"]
     assert study.scenarios == ("lock_zoo",) and study.seed is None
     assert len(study.published) == 0  # no seed patch: nothing published, nothing invented
-    assert studies.find("lock_zoo") is not None
+    assert studies.find("lock_zoo") == study
 
 
 def test_a_new_study_is_one_file_and_a_broken_one_hides_nothing(extra_studies):

@@ -14,7 +14,9 @@ Create ``python/alloclab/studies/<name>.py``. Every module of this package whose
 ``SEED``
     the seed patch, e.g. ``"cma-per-area-lock"`` (the file stem in ``shared/seeds/``), or ``None``.
 ``PUBLISHED``
-    a DataFrame of the figures the seed published (empty when there are none; never invent any).
+    a DataFrame of the figures the seed published (empty when there are none; never invent any). Each row names
+    where its figures come from in ``source`` (the seed file, or a public source) and quotes that source's line
+    verbatim in ``source_quote``; every float figure of the row appears as a number in its quote.
 ``run(quick: bool, out_dir: Path, progress: bool) -> StudyResult``
     runs the sweep(s) (small sizes when ``quick``, see :func:`alloclab.config.sized`), writes its PNG plots
     into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`
@@ -206,6 +208,10 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     raise FileExistsError(f"{base}: could not make a fresh folder for stamp {stamp}")
 
 
+#: The provenance columns of every ``PUBLISHED`` table: where the row's figures come from and its quoted line.
+SOURCE_COLUMNS = ("source", "source_quote")
+
+
 def beside(
     ours: pd.DataFrame, published: pd.DataFrame, on: Sequence[str], *, prefix: str = "published_"
 ) -> pd.DataFrame:
@@ -219,11 +225,11 @@ def beside(
 
     Returns:
         ``ours`` (same rows, same order) plus one ``<prefix><column>`` column per published figure; NaN where the
-        seed has no figure for that key.
+        seed has no figure for that key. The provenance columns (:data:`SOURCE_COLUMNS`) stay in ``published.csv``.
     """
     on = list(on)
-    figures = [c for c in published.columns if c not in on]
-    renamed = published.rename(columns={c: f"{prefix}{c}" for c in figures})
+    figures = [c for c in published.columns if c not in on and c not in SOURCE_COLUMNS]
+    renamed = published[[*on, *figures]].rename(columns={c: f"{prefix}{c}" for c in figures})
     if not len(renamed):
         out = ours.copy()
         for c in figures:

@@ -28,6 +28,12 @@ TITLE = "hugetlb_boot: padata multiplier 1-5 on 1/2/4-node models beside the see
 SCENARIOS = ("hugetlb_boot",)
 SEED = "hugetlb-padata-parallel-init"
 
+#: The seed's table as the patch quotes it (whitespace collapsed, as in the seed file).
+_QUOTE = (
+    "+ * | multiplier | 1 | 2 | 3 | 4 | 5 | + * +------------+-------+-------+-------+-------+-------+ "
+    "+ * | 256G 2node | 358ms | 215ms | 157ms | 134ms | 126ms | + * | 2T 4node | 979ms | 679ms | 543ms | 489ms | "
+    "481ms | + * | 50G 2node | 71ms | 44ms | 37ms | 30ms | 31ms |"
+)
 #: The seed's table (mm/hugetlb.c comment in hugetlb_pages_alloc_boot, v6 7/8), in ms; NaN where it has none.
 PUBLISHED = pd.DataFrame(
     {
@@ -36,6 +42,8 @@ PUBLISHED = pd.DataFrame(
         "ms_256G": [358, 215, 157, 134, 126] + [np.nan] * 5,
         "ms_50G": [71, 44, 37, 30, 31] + [np.nan] * 5,
         "ms_2T": [np.nan] * 5 + [979, 679, 543, 489, 481],
+        "source": ["hugetlb-padata-parallel-init.mbox.txt (v6 7/8, the comment in hugetlb_pages_alloc_boot)"] * 10,
+        "source_quote": [_QUOTE] * 10,
     }
 )
 #: 2 MiB folios behind each published column, for the seed's per-folio thread time (threads x wall / folios).

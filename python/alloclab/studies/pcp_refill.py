@@ -4,7 +4,7 @@ Seed: Alexander Halbuer, "mm: reduce lock contention of pcp buffer refill" (2023
 threads pinned on one socket of a 2 x Xeon Gold 6252 (2.1 GHz fixed), each allocating pages of order 9 (and 0)
 from one node with no frees in the timed loop; the figure is the average ns per allocation. ``PUBLISHED`` is his
 table with the headings corrected (the mail had them swapped; the author confirmed), as in
-``shared/reference/kernel-paths.md`` section 3.4.
+``shared/reference/kernel-paths.md`` section 3.4, each row with the table's line it comes from.
 
 Ours: the ``pcp_refill`` scenario on the host's own CPUs, one model CPU per worker on a one-node model with as many
 CPUs as the host, threads 1..host PUs, both orders, the three check placements, interleaved repeats. Beside the
@@ -59,10 +59,31 @@ _TABLE = {  # order -> check -> ns per allocation at _CORES (Halbuer's table, he
         "off": (118, 134, 156, 319, 653, 982),
     },
 }
+#: Where the table comes from, and its rows as quoted there, whitespace collapsed (columns: cores, then order-9
+#: default, patch, no-check, then order-0 default, patch, no-check).
+_SOURCE = (
+    "the seed thread's corrected table (pcp-refill-check-outside-lock: the mail's headings were swapped, the author "
+    "confirmed), as tabulated in shared/reference/kernel-paths.md section 3.4"
+)
+_QUOTES = {  # cores -> the table's row
+    1: "| 1 | 2790 | 2767 | 171 | 127 | 124 | 118 |",
+    2: "| 2 | 6685 | 3484 | 519 | 140 | 140 | 134 |",
+    4: "| 4 | 14264 | 3635 | 1139 | 178 | 159 | 156 |",
+    8: "| 8 | 29563 | 3570 | 2268 | 363 | 321 | 319 |",
+    16: "| 16 | 60118 | 5785 | 4604 | 735 | 660 | 653 |",
+    24: "| 24 | 90226 | 8712 | 7061 | 1105 | 992 | 982 |",
+}
 #: Average ns per allocation published by the seed (2 x Xeon Gold 6252 at 2.1 GHz, threads on one socket).
 PUBLISHED = pd.DataFrame(
     [
-        {"order": order, "check": check, "threads": cores, "ns_per_alloc": float(ns)}
+        {
+            "order": order,
+            "check": check,
+            "threads": cores,
+            "ns_per_alloc": float(ns),
+            "source": _SOURCE,
+            "source_quote": _QUOTES[cores],
+        }
         for order, by_check in _TABLE.items()
         for check, row in by_check.items()
         for cores, ns in zip(_CORES, row, strict=True)

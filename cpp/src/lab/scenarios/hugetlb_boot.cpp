@@ -365,7 +365,6 @@ class HugetlbBoot final : public Scenario {
     for (int n = 0; n < ms_->nr_nodes(); ++n) frames += ms_->node_present_pages(n);
     s.emplace_back("model_mib", int64_t(frames >> 8));
     s.emplace_back("pool_check", pool.summary());
-    s.emplace_back("memory_returned", true);  // else finish() raised above
     s.emplace_back("check", rep.summary());
     if (allocated < pages_)
       s.emplace_back("warning", "HugeTLB: allocating " + std::to_string(pages_) + " of page size " +

@@ -1,7 +1,7 @@
 // page_alloc: the page-frame allocator benchmarks of LLFree (Wrenger et al., USENIX ATC'23) on the model of the
-// Linux buddy allocator (alloclab::mm::MemorySystem, mm/page_alloc.c of v6.2 with the v6.7 pcp rules selectable),
-// so our figures sit next to LLFree's and the kernel's published ones. Every worker runs on its own model CPU and
-// allocates blocks of `order` from `node` (-1: its own node, as alloc_pages() does):
+// Linux buddy allocator (alloclab::mm::MemorySystem, mm/page_alloc.c of v6.2 with the v6.7 pcp rules selectable).
+// Every worker runs on its own model CPU and allocates blocks of `order` from `node` (-1: its own node, as
+// alloc_pages() does):
 //   bulk    allocate its share of the node's memory (`share` x the pages above the high watermark, split between the
 //           node's workers), then free all of it; both phases timed, reported separately (LLFree's "bulk");
 //   repeat  `iterations` times: allocate one block and free it again at once (LLFree's "repeat": the pcp hit path);
