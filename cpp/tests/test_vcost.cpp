@@ -113,8 +113,7 @@ TEST(VirtualCosts, AFreeTreeSearchCostsOneStepPerNodeItVisited) {
       v, [&] { EXPECT_EQ(find_vmap_lowest_match(c, &free.root, 16 * kPage, kPage, VMALLOC_START, false), big); });
   ASSERT_GT(c.st.search_steps, 3u);  // the model's own count of the nodes it visited
   EXPECT_EQ(t, c.st.search_steps * (v.op(Op::tree_step) + v.op(Op::line_access)));
-  for (ListHead *p = free.head.next, *n = p->next; p != &free.head; p = n, n = p->next) delete va_of_list(p);
-}
+}  // the areas go with c's slab (KmemCache)
 
 TEST(VirtualCosts, ABitmapSearchCostsOneOpPerWordAndALineAccessPerLine) {
   VirtualRun v(one_socket(1), 1);
