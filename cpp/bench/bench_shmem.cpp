@@ -28,7 +28,7 @@ void BM_ShmemFault(benchmark::State& state, ShmemVariant variant, bool zero) {
   mc.node_pages[0] = (mc.node_pages[0] + 1023) / 1024 * 1024;
   mc.backing = zero ? Backing::real : Backing::none;
   MemorySystem ms(machine, locks, mc);
-  ShmemFile::prefault_backing(ms);
+  ms.prefault_backing();
   ShmemConfig sc;
   sc.variant = variant;
   sc.nr_pages = kFilePages;

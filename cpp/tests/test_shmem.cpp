@@ -67,7 +67,7 @@ class ShmemTest : public ::testing::Test {
     cfg.node_pages.assign(size_t(machine->model().nr_nodes()), pages);
     cfg.backing = backing;
     ms = std::make_unique<MemorySystem>(*machine, *locks, cfg);
-    ShmemFile::prefault_backing(*ms);
+    ms->prefault_backing();
     ShmemConfig sc;
     sc.variant = v;
     sc.nr_pages = nr_pages;

@@ -519,6 +519,17 @@ void* MemorySystem::page_address(const Page* p) const {
   return static_cast<char*>(n.backing.data()) + uint64_t(p - n.zone->zone_mem_map) * PAGE_SIZE;
 }
 
+void MemorySystem::prefault_backing() const {
+  for (const Node& n : nodes_) {
+    auto* base = static_cast<volatile char*>(n.backing.data());
+    if (!base) continue;
+    for (uint64_t i = 0; i < n.pages; ++i) {
+      if (i % pageblock_nr_pages == 0) interruption_point();
+      base[i * PAGE_SIZE] = base[i * PAGE_SIZE];
+    }
+  }
+}
+
 // ---- pageblock isolation (mm/page_isolation.c, v6.2)
 // -----------------------------------------------------------------
 

@@ -660,18 +660,4 @@ void ShmemFile::teardown(int cpu) {
   torn_down_ = true;
 }
 
-void ShmemFile::prefault_backing(const MemorySystem& ms) {
-  if (ms.config().backing != Backing::real) return;
-  for (int n = 0; n < ms.nr_nodes(); ++n) {
-    const uint64_t pages = ms.node_present_pages(n);
-    if (!pages) continue;
-    const Zone& z = ms.zone(n);
-    for (uint64_t i = 0; i < pages; ++i) {
-      if (i % pageblock_nr_pages == 0) ms.interruption_point();
-      auto* a = static_cast<volatile char*>(ms.page_address(z.zone_mem_map + i));
-      *a = *a;
-    }
-  }
-}
-
 }  // namespace alloclab::mm

@@ -150,6 +150,10 @@ class MemorySystem {
   Page* pfn_to_page(uint64_t pfn) const;  // nullptr outside every node
   bool pfn_valid(uint64_t pfn) const { return pfn_to_page(pfn) != nullptr; }
   void* page_address(const Page* p) const;  // nullptr without real backing
+  // Touches one byte of every page of every node's backing (untimed set-up, before the workers run) so the host's
+  // own first-touch faults do not land inside a measured clear or copy. Nothing without real backing. Polls
+  // interruption_point() once per pageblock.
+  void prefault_backing() const;
   PerCpuPages& pcp(int cpu, int nid) const { return *zone(nid).per_cpu_pageset[cpu]; }
   const MemoryConfig& config() const { return config_; }
   const Machine& machine() const { return machine_; }

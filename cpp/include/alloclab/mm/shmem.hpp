@@ -225,9 +225,6 @@ class ShmemFile {
   // shmem_truncate's index pages: every page goes back to the allocator (on model CPU `cpu`).
   void teardown(int cpu);
   bool torn_down() const { return torn_down_; }
-  // Touches one byte of every page of every node's backing (untimed set-up) so the host's own first-touch faults
-  // do not land inside a measured clear_highpage.
-  static void prefault_backing(const MemorySystem& ms);
 
   ShmemStats totals() const;  // over the tasks
   const ShmemConfig& config() const { return cfg_; }

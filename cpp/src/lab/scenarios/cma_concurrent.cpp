@@ -12,7 +12,8 @@
 //     a shmem file (`files`: one shared file as the seed's dd, or one per area), allocated through the allocator
 //     as movable pages on the area's node — they land in the area through the ALLOC_CMA fallback; the pages that
 //     land elsewhere are freed again afterwards (other files the test deleted). The allocator's watermarks stop
-//     the fill a few hundred pages short of a full area (`filled_pages` says how many).
+//     the fill a few hundred pages short of a full area (`filled_pages` says how many). With backing='real' every
+//     frame is touched first, so the host's own page faults stay out of the measured copies.
 //   work (timed): worker i, pinned to a PU of its area's node, runs cma_alloc(area i, alloc_pages, align).
 //   finish (untimed): lock counts checked against the formula below, then cma_release, the files truncated, and
 //     every page back: check(), empty bitmaps, free lists as they were after the areas were activated.
@@ -158,6 +159,7 @@ class CmaConcurrent final : public Scenario {
                                   std::to_string(total) + " pages (" + std::to_string(total >> 8) +
                                   " MiB of model memory), which does not fit: " + e.what());
     }
+    ms_->prefault_backing();  // the migration targets' frames too: host page faults are not the copy's cost
     node_pages_ = cfg.node_pages;
     // ---- declare and activate the areas (cma_declare_contiguous_nid + cma_activate_area) ----
     std::vector<CmaAreaSpec> specs;

@@ -84,7 +84,7 @@ class ShmemFault final : public Scenario {
     const MemoryConfig cfg = memory_config(on);
     check_memory(need_of(cfg, env.machine.model().nr_pus()));  // the actual placement's figure
     ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
-    ShmemFile::prefault_backing(*ms_);
+    ms_->prefault_backing();
     ShmemConfig sc;
     sc.variant = variant_;
     sc.nr_pages = nr_pages_;
