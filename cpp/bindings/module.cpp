@@ -217,6 +217,7 @@ py::list scenarios_py() {
     py::dict sd;
     sd["name"] = d.name;
     sd["doc"] = d.doc;
+    sd["kernel"] = d.kernel;
     sd["params"] = params;
     py::dict small;
     for (const auto& [k, v] : d.small) small[py::str(k)] = from_value(v);

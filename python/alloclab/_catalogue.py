@@ -18,12 +18,13 @@ def scenarios() -> pd.DataFrame:
 
     Returns:
         A DataFrame with one row per (scenario, parameter): ``scenario, parameter, type, default, allowed, doc``
-        and the scenario's own description in ``scenario_doc``, then the declared range as data: ``min`` and
-        ``max`` (ints for ``int`` parameters, floats for ``float`` ones, ``None`` otherwise), ``choices`` (the
-        allowed values of a ``choice`` parameter, else ``None``) and ``small`` (the value of the scenario's declared
-        smallest valid run — two workers, under a second — or ``None`` where that run keeps the default). Options
-        common to every run (topology, placement, lockstat, locks, strict, seed, timeout_s, ...) are documented on
-        :func:`alloclab.run`.
+        and the scenario's own description in ``scenario_doc``, the kernel version whose code paths and rules it
+        runs by default in ``kernel`` (also recorded in every result's ``provenance["kernel"]``), then the declared
+        range as data: ``min`` and ``max`` (ints for ``int`` parameters, floats for ``float`` ones, ``None``
+        otherwise), ``choices`` (the allowed values of a ``choice`` parameter, else ``None``) and ``small`` (the
+        value of the scenario's declared smallest valid run — two workers, under a second — or ``None`` where that
+        run keeps the default). Options common to every run (topology, placement, lockstat, locks, strict, seed,
+        timeout_s, ...) are documented on :func:`alloclab.run`.
     """
     rows = []
     for s in _core.scenarios():
@@ -37,6 +38,7 @@ def scenarios() -> pd.DataFrame:
                     "allowed": p["allowed"],
                     "doc": p["doc"],
                     "scenario_doc": s["doc"],
+                    "kernel": s["kernel"],
                     "min": _bound(p, "min"),
                     "max": _bound(p, "max"),
                     "choices": list(p["choices"]) if p["type"] == "choice" else None,

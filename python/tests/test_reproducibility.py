@@ -101,6 +101,13 @@ def test_the_seed_is_in_every_result(scenario):
         assert al.run(scenario, seed=seed, **params).provenance["seed"] == seed
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_result_names_the_kernel_its_scenario_models(scenario):
+    kernel = al.scenarios().query("scenario == @scenario")["kernel"].iloc[0]
+    assert kernel.split(":")[0].startswith(("v", "none")), kernel  # a version ("v6.2", "v2.6.35") or "none: why"
+    assert al.run(scenario, **small_params(scenario, workers=1)).provenance["kernel"] == kernel
+
+
 def test_the_seed_is_in_every_sweep_row_and_saved_result(tmp_path):
     df = al.sweep("lock_zoo", grid={"threads": [1, 0]}, repeats=2, progress=False, seed=42, iterations=20)
     assert df["status"].tolist() == ["ok", "error"] * 2

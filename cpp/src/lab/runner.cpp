@@ -257,6 +257,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   Params resolved = Params::resolve(def.params, params, def.name);
   std::unique_ptr<Scenario> sc = def.make(resolved);
   RunResult r = run_scenario(*sc, def.name, resolved, opt);
+  r.provenance.emplace_back("kernel", def.kernel);
   if (!opt.grow) return r;
   const ParamSpec& spec =
       *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == def.size_param; });
@@ -275,6 +276,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
       resolved = Params::resolve(def.params, params, def.name);
       sc = def.make(resolved);
       r = run_scenario(*sc, def.name, resolved, opt);
+      r.provenance.emplace_back("kernel", def.kernel);
     } catch (const std::invalid_argument& e) {  // the grown run does not fit (memory, topology): keep the last one
       why_stopped = e.what();
       break;

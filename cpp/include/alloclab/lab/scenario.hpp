@@ -270,6 +270,9 @@ struct ScenarioDef {
   // The smallest valid parameters that still run every path of the scenario with two workers on two model nodes,
   // in under a second: what the C++ sweep over every scenario, the property tests and the Python tests start from.
   std::map<std::string, Value> small;
+  // The kernel version whose code paths and rules (pcp batch/high, where check_new_pages runs, ...) the scenario
+  // runs by default, and which rules those are; the runner records it in the provenance as `kernel`.
+  std::string kernel;
 };
 
 const std::vector<ScenarioDef>& scenarios();

@@ -491,7 +491,8 @@ ScenarioDef cma_concurrent_scenario() {
           [](const Params& p) { return std::make_unique<CmaConcurrent>(p); },
           "pages_per_region",
           int64_t(pageblock_nr_pages),
-          {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}}};
+          {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}},
+          "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
 }
 
 }  // namespace alloclab

@@ -486,6 +486,7 @@ ScenarioDef hugetlb_boot_scenario() {
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
   d.size_param = "pages";
+  d.kernel = "v6.9: pcp batch/high rules of v6.7 (BatchRule::v6_7), no check_new_pages (CheckMode::off)";
   d.small = {{"pages", int64_t(64)}, {"multiplier", int64_t(1)}};
   return d;
 }

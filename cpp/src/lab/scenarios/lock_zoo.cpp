@@ -140,7 +140,8 @@ ScenarioDef lock_zoo_scenario() {
           [](const Params& p) { return std::make_unique<LockZoo>(p); },
           "iterations",
           1,
-          {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}}};
+          {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}},
+          "none: a lock benchmark, not a kernel path"};
 }
 
 }  // namespace alloclab

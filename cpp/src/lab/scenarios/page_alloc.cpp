@@ -278,7 +278,8 @@ ScenarioDef page_alloc_scenario() {
       [](const Params& p) { return std::make_unique<PageAlloc>(p); },
       "iterations",
       1,
-      {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"node_pages", int64_t(8192)}}};
+      {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"node_pages", int64_t(8192)}},
+      "v6.2: pcp batch/high rules and check_pcp_refill inside zone->lock (batch_rule and check select others)"};
 }
 
 }  // namespace alloclab

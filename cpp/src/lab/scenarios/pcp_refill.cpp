@@ -315,7 +315,8 @@ ScenarioDef pcp_refill_scenario() {
           [](const Params& p) { return std::make_unique<PcpRefill>(p); },
           "count",
           1,
-          {{"threads", int64_t(2)}, {"count", int64_t(256)}}};
+          {{"threads", int64_t(2)}, {"count", int64_t(256)}},
+          "v6.2 (the seed's base): pcp rules and check_pcp_refill inside zone->lock; check=after_unlock is the patch"};
 }
 
 }  // namespace alloclab

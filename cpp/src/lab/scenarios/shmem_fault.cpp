@@ -338,7 +338,8 @@ ScenarioDef shmem_fault_scenario() {
           [](const Params& p) { return std::make_unique<ShmemFault>(p); },
           "pages_per_thread",
           1,
-          {{"threads", int64_t(2)}, {"pages_per_thread", int64_t(1024)}}};
+          {{"threads", int64_t(2)}, {"pages_per_thread", int64_t(1024)}},
+          "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
 }
 
 }  // namespace alloclab

@@ -508,7 +508,8 @@ ScenarioDef vmalloc_stress_scenario() {
       [](const Params& p) { return std::make_unique<VmallocStress>(p); },
       "ops",
       1,
-      {{"threads", int64_t(2)}, {"ops", int64_t(2000)}, {"lazy_max_pages", int64_t(256)}}};
+      {{"threads", int64_t(2)}, {"ops", int64_t(2000)}, {"lazy_max_pages", int64_t(256)}},
+      "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
 }
 
 }  // namespace alloclab
