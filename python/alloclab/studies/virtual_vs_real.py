@@ -20,6 +20,7 @@ from .._catalogue import WORKER_PARAMS, scenarios
 from .._run import run as run_once
 from ..config import sized
 from ..machines import Machine, machine
+from ..stats import FLAG_COLUMNS, MIN_REPEATS
 from . import StudyResult, fits_host, join, measure, measurement_notes, timed
 
 NAME = "virtual_vs_real"
@@ -55,17 +56,19 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         parts.append(result)
         real = timed(result.runs)
         for w in counts:
-            times = real.loc[(real[workers_param] == w) & (real["status"] == "ok"), "elapsed_s"].astype(float)
             virtual = run_once(scenario, clock="virtual", machine=profile, lockstat=False, **fixed,
                                **{workers_param: w})  # fmt: skip
-            rows.append(_row(scenario, w, fixed, times, float(virtual.summary["elapsed_s"])))
+            rows.append(_row(scenario, w, fixed, real[real[workers_param] == w], float(virtual.summary["elapsed_s"])))
     table = pd.DataFrame(rows)
-    misses = table[~table["within"]]
+    measured = table[table["verdict"] != "n.s."]
+    misses = measured[~measured["within"].astype(bool)]
     notes = [
         f"virtual: machine {profile.name!r} ({profile.hash}), costs='table'; real: median of {repeats} timed repeats "
-        f"(lock_stat off, interleaved) on this host; each scenario's size grown until a real run lasts {min_time_s} s",
-        f"{len(table) - len(misses)} of {len(table)} within +-{TOLERANCE:.0%}"
-        + (f"; misses: {', '.join(f'{r.scenario}@{r.workers}' for r in misses.itertuples())}" if len(misses) else ""),
+        f"(lock_stat off, interleaved) on this host, without the runs flagged {', '.join(FLAG_COLUMNS)} or "
+        f"oversubscribed; each scenario's size grown until a real run lasts {min_time_s} s",
+        f"{len(measured) - len(misses)} of {len(measured)} measured rows within +-{TOLERANCE:.0%}"
+        + (f"; misses: {', '.join(f'{r.scenario}@{r.workers}' for r in misses.itertuples())}" if len(misses) else "")
+        + (f"; {len(table) - len(measured)} rows n.s. (see `why`)" if len(measured) < len(table) else ""),
     ]
     notes += measurement_notes(*parts)
     meta = {"machine": profile.name, "machine_hash": profile.hash, "tolerance": TOLERANCE}
@@ -96,19 +99,39 @@ def _sized_params(scenario: str, workers_param: str, workers: int, min_time_s: f
     return {k: v for k, v in pilot.params.items() if k != workers_param}
 
 
-def _row(scenario: str, workers: int, params: dict[str, Any], times: pd.Series, virtual_s: float) -> dict[str, Any]:
+def _row(scenario: str, workers: int, params: dict[str, Any], runs: pd.DataFrame, virtual_s: float) -> dict[str, Any]:
+    """One table row: the real median and IQR over the clean timed ``runs`` beside ``virtual_s``.
+
+    The verdict is ``within`` or ``miss`` only when at least :data:`~alloclab.stats.MIN_REPEATS` clean runs remain
+    and none ran oversubscribed (a real median from a shared CPU is no reference); otherwise ``n.s.`` with the reason
+    in ``why``, and ``within`` is None.
+    """
+    flagged = pd.Series(False, index=runs.index)
+    for column in (*FLAG_COLUMNS, "oversubscribed"):
+        if column in runs.columns:
+            flagged |= runs[column].fillna(False).astype(bool)
+    times = runs.loc[~flagged, "elapsed_s"].astype(float)
     median = float(times.median()) if len(times) else float("nan")
     iqr = float(times.quantile(0.75) - times.quantile(0.25)) if len(times) else float("nan")
     ratio = virtual_s / median if median > 0 else float("nan")
+    why = []
+    if "oversubscribed" in runs.columns and runs["oversubscribed"].fillna(False).astype(bool).any():
+        why.append(f"{int(runs['oversubscribed'].fillna(False).astype(bool).sum())} real runs oversubscribed")
+    if len(times) < MIN_REPEATS:
+        why.append(f"{len(times)} clean real runs of {len(runs)}, need {MIN_REPEATS}")
+    within = None if why else bool(abs(ratio - 1) <= TOLERANCE)
     return {
         "scenario": scenario,
         "workers": workers,
         "real_runs": len(times),
+        "real_flagged": int(flagged.sum()),
         "real_median_s": median,
         "real_iqr_s": iqr,
         "virtual_s": virtual_s,
         "ratio": ratio,
-        "within": bool(abs(ratio - 1) <= TOLERANCE),
+        "within": within,
+        "verdict": "n.s." if why else ("within" if within else "miss"),
+        "why": "; ".join(why),
         "params": ", ".join(f"{k}={v}" for k, v in sorted(params.items())),
     }
 
@@ -122,11 +145,12 @@ def _calibrated(out_dir: Path) -> Machine:
 
 
 def _draw(table: pd.DataFrame, out_dir: Path) -> Path:
-    """Virtual / real per scenario and worker count, with the +-25 % band."""
+    """Virtual / real per scenario and worker count, with the +-25 % band (grey: n.s., the real side unusable)."""
     fig = Figure(figsize=(7, 0.35 * len(table) + 1.5))
     ax = fig.subplots()
     labels = [f"{r.scenario} x{r.workers}" for r in table.itertuples()]
-    ax.barh(labels, table["ratio"], color=["tab:green" if w else "tab:red" for w in table["within"]])
+    colour = {"within": "tab:green", "miss": "tab:red", "n.s.": "0.6"}
+    ax.barh(labels, table["ratio"], color=[colour[v] for v in table["verdict"]])
     ax.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9", zorder=0)
     ax.axvline(1, color="k", lw=0.8)
     ax.set_xlabel("virtual elapsed / real median (host profile, table costs)")
