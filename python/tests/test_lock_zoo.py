@@ -140,7 +140,7 @@ def test_unknown_scenario():
 def test_scenarios_document_every_parameter():
     s = al.scenarios()
     zoo = s[s.scenario == "lock_zoo"].set_index("parameter")
-    assert set(zoo.index) == {"threads", "lock", "iterations", "hold_ns", "think_ns", "locks_n"}
+    assert set(zoo.index) == {"threads", "lock", "iterations", "hold_ns", "think_ns", "locks_n", "lines"}
     assert (zoo.doc.str.len() > 0).all()
     assert zoo.loc["threads", "allowed"] == "1..1024"
     assert zoo.loc["iterations", "default"] == 100000
@@ -166,3 +166,16 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_thread():
         al.run("lock_zoo", threads=2, iterations=10**9)
     timer.join()
     assert _task_count() == before
+
+
+def test_protected_lines_move_with_the_lock_across_nodes():
+    """In virtual time each line the critical section writes comes from the last holder's CPU: more lines, more
+    transfers per hand-off, less throughput when the workers sit on two nodes."""
+
+    def rate(lines: int) -> float:
+        r = al.run("lock_zoo", clock="virtual", machine="xeon-8380-2s", placement="scatter", threads=4,
+                   iterations=200, lines=lines, lock="mcs")  # fmt: skip
+        assert r.lockstat.set_index("class").loc["lock_zoo", "acquisitions"] == 4 * 200
+        return float(r.summary["acquisitions_per_s"])
+
+    assert rate(1) > rate(4) > rate(16)

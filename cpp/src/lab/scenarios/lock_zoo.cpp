@@ -1,18 +1,27 @@
-// lock_zoo: the lock microbenchmark (libslock / LiTL style) on alloclab's own Lock.
+// lock_zoo: the lock microbenchmark (libslock / LiTL / lockhammer style) on alloclab's own Lock.
 //
 // Each worker performs `iterations` acquisitions of one of `locks_n` locks (chosen with the worker's seeded
-// stream; with one lock every worker hammers the same one), holds it `hold_ns` (a calibrated busy-wait, while
-// incrementing the lock's protected counter) and thinks `think_ns` between acquisitions. Per worker: acquisitions,
-// elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary: acquisitions/s over
-// the run's one clock, fairness (Jain's index and max/min of the acquisitions each worker made while every worker
-// was running; NaN when some worker made none in that window), wait and hold from lock_stat (NaN without it).
-// Invariant: the protected counters add up to threads x iterations (mutual exclusion held), checked after every run.
+// stream; with one lock every worker hammers the same one). Its critical section writes `lines` cache lines of the
+// lock's protected data (one increment per line: the data a lock really protects moves with the lock, so a
+// hand-off to another node also moves the data) and then holds the lock `hold_ns` more (a calibrated busy-wait);
+// it thinks `think_ns` between acquisitions. In virtual time each of those lines is a tracked line (the profile's
+// transfer from its last writer), so `lines` is the knob of how much a hand-off's distance costs. Per worker:
+// acquisitions, elapsed time, acquire-latency percentiles (from the call to lock() to owning it). Summary:
+// acquisitions/s over the run's one clock, fairness (Jain's index and max/min of the acquisitions each worker made
+// while every worker was running; NaN when some worker made none in that window), wait and hold from lock_stat, and
+// the share of contended hand-offs that stayed on the previous holder's node (`handoff_local_share`; NaN without
+// lock_stat or without contention). Placement (compact or scatter over the model's nodes) is the run's option.
+// Invariant: every protected line's counter adds up to threads x iterations over the locks (mutual exclusion
+// held), checked after every run.
+// Leaves out: read-side sections (every access writes), data outside the lock's lines (think time touches nothing).
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <span>
 #include <stdexcept>
 
 #include "alloclab/locks/lock.hpp"
+#include "alloclab/topology/cost_model.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
@@ -23,7 +32,8 @@ namespace {
 const LockClassRegistrar kLockZooClass({"lock_zoo", LockNature::spinlock,
                                         "alloclab's lock_zoo scenario: the lock(s) its workers hammer"});
 
-struct alignas(64) Protected {
+// One cache line of a lock's protected data.
+struct alignas(64) ProtectedLine {
   uint64_t counter = 0;  // only touched under its lock
 };
 
@@ -35,6 +45,7 @@ class LockZoo final : public Scenario {
         hold_ns_(uint64_t(p.i("hold_ns"))),
         think_ns_(uint64_t(p.i("think_ns"))),
         locks_n_(size_t(p.i("locks_n"))),
+        lines_(size_t(p.i("lines"))),
         kind_(parse_lock_kind(p.s("lock"), "lock")) {}
 
   int nr_workers() const override { return threads_; }
@@ -47,7 +58,7 @@ class LockZoo final : public Scenario {
       env.interruption_point();
       locks_.emplace_back(env.locks, "lock_zoo");
     }
-    data_.resize(locks_n_);
+    data_.resize(locks_n_ * lines_);
   }
 
   void work(WorkerCtx& ctx) override {
@@ -58,7 +69,10 @@ class LockZoo final : public Scenario {
       const uint64_t t0 = clock_ticks();
       l.lock(t);
       const uint64_t t1 = clock_ticks();
-      ++data_[k].counter;
+      for (ProtectedLine& line : protected_lines(k)) {
+        vcost::touch(&line, true);
+        ++line.counter;
+      }
       ctx.spin_ticks(hold_ticks_);
       l.unlock(t);
       ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
@@ -77,12 +91,16 @@ class LockZoo final : public Scenario {
   }
 
   void finish(const RunEnv&, RunResult& r) override {
-    uint64_t total = 0, ops = 0;
-    for (const auto& d : data_) total += d.counter;
+    uint64_t ops = 0;
     for (const auto& w : r.workers) ops += w.ops;
-    if (total != ops)
-      throw std::logic_error("lock_zoo: mutual exclusion violated: protected counters sum to " + std::to_string(total) +
-                             " but workers made " + std::to_string(ops) + " acquisitions");
+    for (size_t line = 0; line < lines_; ++line) {
+      uint64_t total = 0;
+      for (size_t k = 0; k < locks_n_; ++k) total += protected_lines(k)[line].counter;
+      if (total != ops)
+        throw std::logic_error("lock_zoo: mutual exclusion violated: protected line " + std::to_string(line) +
+                               "'s counters sum to " + std::to_string(total) + " but workers made " +
+                               std::to_string(ops) + " acquisitions");
+    }
     // Throughput over the run's one clock; fairness over the window in which every worker was running (a worker
     // that started late or ended early does not count as "fair" or "unfair" for the time it was not there).
     double sum = 0, sum_sq = 0, lo = 1e300, hi = 0;
@@ -104,15 +122,21 @@ class LockZoo final : public Scenario {
     r.summary.emplace_back("wait_total_ns", wait);
     r.summary.emplace_back("hold_total_ns", hold);
     r.summary.emplace_back("wait_per_hold", hold > 0 ? wait / hold : NAN);
+    const LockStatRow* row = r.lock_row("lock_zoo");
+    const double handoffs = row ? double(row->handoffs_local + row->handoffs_remote) : 0;
+    r.summary.emplace_back("handoff_local_share", handoffs > 0 ? double(row->handoffs_local) / handoffs : NAN);
   }
 
  private:
+  // Lock k's protected data: lines_ consecutive lines of data_.
+  std::span<ProtectedLine> protected_lines(size_t k) { return {data_.data() + k * lines_, lines_}; }
+
   int threads_;
   uint64_t iterations_, hold_ns_, think_ns_;
-  size_t locks_n_;
+  size_t locks_n_, lines_;
   LockKind kind_;
   std::deque<Lock> locks_;
-  std::vector<Protected> data_;
+  std::vector<ProtectedLine> data_;
   uint64_t hold_ticks_ = 0, think_ticks_ = 0;  // set by prepare(), in the run's clock
 };
 
@@ -136,6 +160,8 @@ ScenarioDef lock_zoo_scenario() {
               ParamSpec::integer("think_ns", 0, 0, 10'000'000, "work between acquisitions (calibrated busy-wait)"),
               ParamSpec::integer("locks_n", 1, 1, 65536,
                                  "independent locks; each acquisition picks one at random (seeded)"),
+              ParamSpec::integer("lines", 1, 1, 4096,
+                                 "cache lines of protected data the critical section writes (moved by each hand-off)"),
           },
           [](const Params& p) { return std::make_unique<LockZoo>(p); },
           "iterations",
