@@ -274,7 +274,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {
     py::list l;
-    for (const auto& k : lock_kinds()) l.append(py::make_tuple(std::string(k.name), std::string(k.doc)));
+    for (const auto& k : lock_kinds())
+      l.append(py::make_tuple(std::string(k.name), std::string(k.doc), k.fifo, k.numa_aware));
     return l;
   });
   m.def("lock_classes", [] {

@@ -223,8 +223,8 @@ TEST(LockStat, TextFormatFollowsProcLockStat) {
 
 TEST(LockConfig, DefaultsFollowTheKernelNatureAndOverridesWin) {
   LockConfig c;
-  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::mcs);
-  EXPECT_EQ(c.kind_for("cma_mutex"), LockKind::mutex);
+  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::qspinlock);
+  EXPECT_EQ(c.kind_for("cma_mutex"), LockKind::kmutex);
   c.set_default("zone->lock", LockKind::spin);
   EXPECT_EQ(c.kind_for("zone->lock"), LockKind::spin);
   c.set("zone->lock", "ticket");

@@ -179,3 +179,24 @@ def test_protected_lines_move_with_the_lock_across_nodes():
         return float(r.summary["acquisitions_per_s"])
 
     assert rate(1) > rate(4) > rate(16)
+
+
+def test_numa_aware_kinds_are_listed_and_say_when_they_degenerate():
+    kinds = al.lock_kinds()
+    assert set(kinds.loc[kinds["numa_aware"], "kind"]) == {"cna", "cohort", "hmcs", "shfllock"}
+    one = al.run("lock_zoo", topology="node:1 core:2 pu:1", threads=2, iterations=100, lock="cna")
+    assert one.provenance["lock_notes"] == (
+        "lock_zoo: cna on a 1-node model degenerates to its base lock (every hand-off is local)"
+    )
+    assert (
+        al.run("lock_zoo", topology="node:2 core:1 pu:1", threads=2, iterations=100, lock="cna").provenance[
+            "lock_notes"
+        ]
+        == ""
+    )
+    assert (
+        al.run("lock_zoo", topology="node:1 core:2 pu:1", threads=2, iterations=100, lock="mcs").provenance[
+            "lock_notes"
+        ]
+        == ""
+    )

@@ -8,8 +8,14 @@
 namespace alloclab {
 
 namespace {
+// A NUMA-aware kind's Token carries the acquirer's node (lock_kinds.hpp).
+template <class Kind>
+constexpr bool kNumaAware = requires(typename Kind::Token t) {
+  t.numa_node;
+};
+
 constexpr LockKindInfo kKinds[] = {
-#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, Type::kName, Type::kDoc, Type::kFifo},
+#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, Type::kName, Type::kDoc, Type::kFifo, kNumaAware<Type>},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };
@@ -101,7 +107,16 @@ void LockConfig::set_default(std::string_view cls, LockKind kind) {
 LockKind LockConfig::kind_for(std::string_view cls) const {
   if (auto it = overrides_.find(cls); it != overrides_.end()) return it->second;
   if (auto it = defaults_.find(cls); it != defaults_.end()) return it->second;
-  return require_class(cls).nature == LockNature::mutex ? LockKind::mutex : LockKind::mcs;
+  return default_kind(require_class(cls).nature);
+}
+
+LockKind default_kind(LockNature n) {
+  switch (n) {
+    case LockNature::spinlock: return LockKind::qspinlock;
+    case LockNature::mutex: return LockKind::kmutex;
+    case LockNature::rwsem: return LockKind::qspinlock;  // mmap_sem's row is built by shmem_fault, never locked
+  }
+  return LockKind::qspinlock;
 }
 
 }  // namespace alloclab

@@ -2,8 +2,9 @@
 //
 // Models: lockdep's notion of a *lock class* — every `zone->lock` of every zone is one class, and /proc/lock_stat
 // reports per class. The catalogue lists the classes of the kernel paths alloclab models, each with its kernel
-// nature (spinlock, mutex, rwsem) and a default primitive that behaves like the kernel's: spinlocks are queued
-// (MCS, the heart of qspinlock), mutexes sleep. Any class's primitive can be overridden per run.
+// nature (spinlock, mutex, rwsem) and a default primitive that is the kernel's own: spinlock_t is a qspinlock, a
+// mutex is the kernel mutex (kmutex: optimistic spinning on the OSQ, then sleep). Any class's primitive can be
+// overridden per run.
 // Leaves out: lockdep's dependency graph (no deadlock detection), lock subclasses, irq-state tracking.
 #pragma once
 
@@ -25,6 +26,8 @@ struct LockClassDef {
   std::string_view where;  // kernel file / struct it lives in
 };
 std::string_view to_string(LockNature n);  // "spinlock", "mutex", "rwsem"
+// The primitive a class of nature `n` gets unless the run says otherwise: the kernel's (qspinlock, kmutex).
+LockKind default_kind(LockNature n);
 
 // Every lock class the models use: the kernel's (lock_class.cpp) and those that lab code registers for its own
 // benchmarks. A class not listed here cannot be configured (typos are errors).
@@ -37,8 +40,7 @@ struct LockClassRegistrar {
   explicit LockClassRegistrar(const LockClassDef& def) { register_lock_class(def); }
 };
 
-// class name -> primitive, for one run. Unset classes take the default of their nature
-// (spinlock/rwsem -> mcs, mutex -> mutex).
+// class name -> primitive, for one run. Unset classes take the default of their nature (default_kind()).
 class LockConfig {
  public:
   // Throws std::invalid_argument for an unknown class or kind ("locks['zone->lok']: unknown lock class ...").

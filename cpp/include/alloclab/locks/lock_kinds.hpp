@@ -52,6 +52,7 @@ struct LockKindInfo {
   std::string_view name;
   std::string_view doc;
   bool fifo;
+  bool numa_aware;  // its Token carries the acquirer's node; on a 1-node model it degenerates to its base lock
 };
 std::span<const LockKindInfo> lock_kinds();
 std::string_view to_string(LockKind k);
