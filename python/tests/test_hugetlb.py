@@ -62,6 +62,28 @@ def test_hugetlb_lock_counts_are_exact(mode, clock):
     assert padata.acquisitions == r.summary["nworks"] + r.summary["chunks"]
 
 
+@pytest.mark.parametrize(
+    ("pages", "parallel", "want"),
+    [
+        (400, True, 4 * 2 * 25),  # 4 chunks of 100: 50 folios per (worker, node), 2 per refill
+        (402, True, 3 * 2 * 25 + 2 * 26),  # a fifth chunk of 2: whichever worker runs it takes 51 per node
+        (101, False, 26 + 25),  # serial: 51 on node 0, 50 on node 1
+    ],
+)
+def test_zone_lock_is_exact_per_folio(pages, parallel, want, clock):
+    r = al.run("hugetlb_boot", **on(clock, "node:2 core:2 pu:1"), pages=pages, multiplier=2, parallel=parallel)
+    s = r.summary
+    assert r.lockstat.set_index("class").loc["zone->lock"].acquisitions == want == s["zone_lock_expected"]
+    assert s["zone_lock_acquisitions"] == want and s["lock_counts_exact"]
+    assert s["zone_lock_per_folio"] == pytest.approx(want / pages)
+    assert "ceil(folios / blocks)" in s["zone_lock_formula"]
+
+
+def test_zone_lock_has_no_formula_for_a_racy_shared_cursor():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:2 pu:1"), pages=400, next_nid="shared")
+    assert "zone_lock_expected" not in r.summary and r.summary["lock_counts_exact"]
+
+
 def test_four_node_model_places_helpers_on_every_node_and_records_oversubscription():
     r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:4 core:2 pu:1"), pages=256, multiplier=2)
     assert len(r.workers) == 8
