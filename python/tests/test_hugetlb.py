@@ -105,10 +105,16 @@ def test_running_out_of_memory_is_a_smaller_pool():
     assert "Only allocated" in r.summary["warning"]
 
 
-def test_gigantic_path():
-    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), pages=6, gigantic=True)
-    assert r.summary["allocated"] == 6 and r.summary["nworks"] == 2 and r.summary["folio_kib"] == 4096
-    assert r.lockstat.set_index("class").loc["hugetlb_lock"].acquisitions == 6  # per folio, as patch 8
+def test_gigantic_path(clock):
+    r = al.run("hugetlb_boot", **on(clock, "node:2 core:1 pu:1"), pages=3, gigantic=True)
+    s = r.summary
+    assert s["allocated"] == 3 and s["nworks"] == 2 and s["folio_order"] == 18 and s["folio_kib"] == 1 << 20
+    assert s["tails_written"] == 3 * ((1 << 18) - 1)  # every tail struct page of a 1 GiB folio, without HVO
+    assert s["per_node_folios"] == "2,1"
+    assert s["model_mib"] == (3 + 2) * 1024  # node 0: 2 GiB of folios + 1 GiB of headroom; node 1: 1 + 1 GiB
+    locks = r.lockstat.set_index("class")
+    assert locks.loc["hugetlb_lock"].acquisitions == 3 == s["hugetlb_lock_expected"]  # per folio, as patch 8
+    assert "zone->lock" not in locks.index and s["zone_lock_expected"] == 0 and s["lock_counts_exact"]
 
 
 @pytest.mark.parametrize(

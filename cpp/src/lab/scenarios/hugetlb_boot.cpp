@@ -35,9 +35,15 @@
 // Each worker passes its model PU to the page allocator (its pcp lists), the model's smp_processor_id().
 //
 // Memory: node_mib = 0 sizes every memory node for exactly what the pool will take there (the round-robin is
-// deterministic per chunk with the local cursor) plus the high watermark and pcp slack; a smaller node_mib runs
+// deterministic per chunk with the local cursor) plus the high watermark and pcp slack, in whole GiB for gigantic
+// folios (so each node starts 1 GiB-aligned; the 1 GiB folio's mem_map is full size, 16 MiB of host memory per
+// folio, and the runner refuses a pool whose mem_map does not fit the host); a smaller node_mib runs
 // the pool out of memory, which is a result (allocated < pages, exhausted = True, the kernel's warning), not an
 // error. Asking for more than the host has is an error before anything is allocated (MemorySystem).
+// Lock counts checked after every run (lock_expectations, against lock_stat by the runner): hugetlb_lock (per list
+// or per folio), padata_work_lock (nworks + chunks), and zone->lock: ceil(folios / 2) per (worker, node) for 2 MiB
+// folios (each refill of the worker's pcp THP list brings 2 order-9 blocks), 0 for gigantic ones (see
+// zone_lock_expectation()).
 // Invariants checked after every run (std::logic_error if broken): check_pool() (every folio once on its node's
 // free list, tails point at the head, counters agree), the folios the workers report equal nr_huge_pages, and
 // after teardown (free_pool + drain_all_pages, untimed) every page is free again, check() passes and each node's
@@ -472,7 +478,10 @@ class HugetlbBoot final : public Scenario {
         headroom[size_t(n)] = std::max(headroom[size_t(n)], roundup(w[WMARK_HIGH] + pcp_slack, MAX_ORDER_NR_PAGES));
       }
     }
-    for (int n = 0; n < mem_nodes_; ++n) pages[size_t(n)] = demand[size_t(n)] * folio_pages + headroom[size_t(n)];
+    // Gigantic: whole GiB per node, so that every node starts 1 GiB-aligned and holds its folios' aligned ranges.
+    const uint64_t unit = gigantic_ ? folio_pages : 1;
+    for (int n = 0; n < mem_nodes_; ++n)
+      pages[size_t(n)] = roundup(demand[size_t(n)] * folio_pages + headroom[size_t(n)], unit);
     return pages;
   }
 
@@ -518,7 +527,7 @@ ScenarioDef hugetlb_boot_scenario() {
       "work (worker 0 is the caller); summary: elapsed_s (the pool's wall time), allocated, nworks, chunk_size";
   d.params = {
       ParamSpec::integer("pages", 4096, 0, int64_t(1) << 26,
-                         "folios to allocate (h->max_huge_pages): 2 MiB each, or 4 MiB with gigantic"),
+                         "folios to allocate (h->max_huge_pages): 2 MiB each, or 1 GiB with gigantic"),
       ParamSpec::boolean("parallel", true, "padata_do_multithreaded (the series); False: the pre-series serial loop"),
       ParamSpec::integer("multiplier", 2, 1, 64,
                          "k: max_threads = k x nodes, min_chunk = pages / nodes / k (the merged kernel: 2)"),
@@ -532,8 +541,10 @@ ScenarioDef hugetlb_boot_scenario() {
                         "alloc_pool_huge_folio's node cursor: worker-local (patch 3) or the shared "
                         "h->next_nid_to_alloc (before it)"),
       ParamSpec::boolean("gigantic", false,
-                         "the gigantic path: memblock stand-in (untimed) + gather_bootmem_prealloc over the nodes; "
-                         "the model's gigantic folio is order 10 (4 MiB), not 1 GiB"),
+                         "the gigantic path: 1 GiB folios (order 18, PUD_ORDER on x86-64) from a memblock stand-in "
+                         "(untimed), then gather_bootmem_prealloc over the nodes, initialising all 262,144 struct "
+                         "pages of each folio (64 with HVO); the mem_map is full size, 16 MiB of host memory per "
+                         "folio"),
       ParamSpec::integer("hvo_ns", 0, 0, 10000000,
                          "HVO cost per folio in ns (hugetlb_vmemmap_optimize_folios); 0: HVO off"),
       ParamSpec::integer("nodes", 0, 0, 1024,
