@@ -151,3 +151,20 @@ def test_study_summary_and_answer_from_a_small_sweep():
     answer = study.answer(table, host_pus=2)
     assert len(answer) == 2  # one line for the 2-node model, one on the seed's machines
     assert answer[0].startswith("2 node(s): ")
+
+
+def test_headline_table_is_virtual_deterministic_and_beside_the_seed():
+    runs = study.headline_runs((1 / 16384,))  # 64 and 32 folios
+    assert runs["pages"].tolist() == [64, 64, 32, 32]
+    assert runs["lock_counts_exact"].all()
+    assert runs.loc[runs["parallel"], "nworks"].tolist() == [8, 4]  # max_threads = 2 x nodes
+    assert runs.loc[~runs["parallel"], "nworks"].tolist() == [1, 1]
+    again = study.headline_runs((1 / 16384,))
+    assert again["elapsed_ms"].tolist() == runs["elapsed_ms"].tolist()
+    table = study.headline(runs)
+    assert table["machine"].tolist() == ["256c2T(4 node)", "128c1T(2 node)"]
+    assert table["published_serial_ms"].tolist() == [3336.0, 1943.0]
+    assert table["published_parallel_ms"].tolist() == [1051.0, 716.0]
+    assert (table["ours_serial_ms"] == table["serial_ms"] * 16384).all()
+    assert (table["linearity"] == 1.0).all()
+    assert study.headline_notes(table)[0].startswith("256c2T(4 node) on assumed-epyc7763-2s-nps2 (256 CPUs, 4 nodes")
