@@ -1,5 +1,6 @@
 // hugetlb pool (mm/hugetlb.c v6.9 model) and the hugetlb_boot scenario: every folio allocated once and enqueued on
-// its node's free list with its tails pointing at the head, exact hugetlb_lock and padata lock counts, nworks and
+// its node's free list with its tails pointing at the head, exact hugetlb_lock, zone->lock and padata lock counts,
+// 1 GiB gigantic folios with all their tail struct pages, nworks and
 // chunk_size from the kernel formula, numa_aware placement, out-of-memory as a result, memory returned at
 // teardown, bad input. Counts and invariants only: nothing here depends on timing.
 #include <gtest/gtest.h>
@@ -170,25 +171,31 @@ TEST_P(HugetlbGiganticTest, BootmemThenGatherInitialisesTailsAndLocksAsTheKernel
   HugetlbConfig hc;
   hc.lock_mode = mode;
   hc.hvo_ns = hvo ? 50 : 0;
-  build("node:2 core:1 pu:1", 8 * 1024 + 8192, hc);
+  build("node:2 core:1 pu:1", 7 << 18, hc);  // 7 GiB per node: 6 folios and the watermarks
   hstate& h = hugetlb->gigantic_hstate();
-  EXPECT_EQ(h.order, HUGETLB_GIGANTIC_ORDER);
+  EXPECT_EQ(h.order, 18u);  // 1 GiB
   locks->reset_stats(1);
   EXPECT_EQ(hugetlb->hugetlb_gigantic_pages_alloc_boot(h, 11, 0), 11u);
   EXPECT_EQ(hugetlb->huge_boot_pages(0).size(), 6u);
   EXPECT_EQ(hugetlb->huge_boot_pages(1).size(), 5u);
+  for (int nid = 0; nid < 2; ++nid)  // each folio a 1 GiB-aligned range of its node, as memblock gives it
+    for (Page* m : hugetlb->huge_boot_pages(nid)) {
+      EXPECT_EQ(ms->page_to_pfn(m) % (1u << 18), 0u);
+      EXPECT_EQ(page_to_nid(*m), nid);
+    }
   locks->reset_stats(1);  // count only the gather
   locks->attach(0, 0);
   HugetlbThreadStats st;
   hugetlb->gather_bootmem_prealloc_node(0, st);
   hugetlb->gather_bootmem_prealloc_node(1, st);
   EXPECT_EQ(st.folios, 11u);
-  // 63 tails by hugetlb_folio_init_vmemmap, then the other 960 unless HVO remapped them.
-  EXPECT_EQ(st.tails_written, 11u * (hvo ? 63 : 1023));
+  // 63 tails by hugetlb_folio_init_vmemmap, then the other 262,080 unless HVO remapped them.
+  EXPECT_EQ(st.tails_written, 11u * (hvo ? 63 : 262143));
   EXPECT_EQ(acquisitions("hugetlb_lock"), mode == HugetlbLockMode::per_folio ? 11u : 2u);
+  EXPECT_EQ(acquisitions("zone->lock"), 0u);  // the gather takes nothing from the buddy allocator
   const HugetlbCheck c = hugetlb->check_pool(h);
   ASSERT_TRUE(c.ok) << c.summary();
-  EXPECT_EQ(c.tails_checked, 11u * (hvo ? 63 : 1023));
+  EXPECT_EQ(c.tails_checked, 11u * (hvo ? 63 : 262143));
   EXPECT_EQ(h.nr_huge_pages_node, (line_vector<unsigned long>{6, 5}));
   EXPECT_TRUE(hugetlb->huge_boot_pages(0).empty());
   expect_memory_returned(h, 11);
@@ -367,7 +374,9 @@ TEST(HugetlbBoot, GiganticGathersOneNodePerWorkerWithTheLockPerFolio) {
   EXPECT_EQ(sint(r, "bootmem_folios"), 10);
   EXPECT_EQ(std::get<std::string>(summary(r, "hugetlb_lock_mode")), "per_folio");
   EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), 10);
-  EXPECT_EQ(sint(r, "tails_written"), 10 * 1023);
+  EXPECT_EQ(sint(r, "tails_written"), 10 * 262143);
+  EXPECT_EQ(sint(r, "folio_kib"), 1 << 20);
+  EXPECT_EQ(sint(r, "zone_lock_expected"), 0);
   EXPECT_EQ(std::get<std::string>(summary(r, "per_node_folios")), "3,3,2,2");
   const RunResult w = boot("node:4 core:1 pu:1", {{"pages", int64_t(10)},
                                                   {"gigantic", true},
@@ -375,6 +384,21 @@ TEST(HugetlbBoot, GiganticGathersOneNodePerWorkerWithTheLockPerFolio) {
                                                   {"hvo_ns", int64_t(10)}});
   EXPECT_EQ(sint(w, "hugetlb_lock_acquisitions"), 4);  // one per gather_bootmem_prealloc_node
   EXPECT_EQ(sint(w, "tails_written"), 10 * 63);
+}
+
+TEST(HugetlbBoot, ZoneLockIsExactPerFolio) {
+  // 2 nodes, k = 2, 402 folios: min_chunk 100, 4 works, chunks 100 x 4 and 2. A chunk of 100 gives each node 50
+  // folios (25 refills of 2 order-9 blocks); whichever worker also runs the chunk of 2 takes 51 per node (26 each).
+  const RunResult r = boot("node:2 core:2 pu:1", {{"pages", int64_t(402)}, {"multiplier", int64_t(2)}});
+  EXPECT_EQ(sint(r, "zone_lock_acquisitions"), 3 * 2 * 25 + 2 * 26);
+  EXPECT_EQ(sint(r, "zone_lock_expected"), 3 * 2 * 25 + 2 * 26);
+  // Serial: 51 folios on node 0, 50 on node 1.
+  const RunResult s = boot("node:2 core:2 pu:1", {{"pages", int64_t(101)}, {"parallel", false}});
+  EXPECT_EQ(sint(s, "zone_lock_acquisitions"), 26 + 25);
+  // Two workers on one model CPU share a pcp: no formula.
+  const RunResult q = boot("node:2 core:1 pu:1", {{"pages", int64_t(203)}, {"multiplier", int64_t(3)}});
+  EXPECT_THROW(summary(q, "zone_lock_expected"), std::out_of_range);
+  EXPECT_TRUE(sbool(q, "lock_counts_exact"));
 }
 
 TEST(HugetlbBoot, RunningOutOfMemoryIsAResult) {

@@ -62,6 +62,28 @@ def test_hugetlb_lock_counts_are_exact(mode, clock):
     assert padata.acquisitions == r.summary["nworks"] + r.summary["chunks"]
 
 
+@pytest.mark.parametrize(
+    ("pages", "parallel", "want"),
+    [
+        (400, True, 4 * 2 * 25),  # 4 chunks of 100: 50 folios per (worker, node), 2 per refill
+        (402, True, 3 * 2 * 25 + 2 * 26),  # a fifth chunk of 2: whichever worker runs it takes 51 per node
+        (101, False, 26 + 25),  # serial: 51 on node 0, 50 on node 1
+    ],
+)
+def test_zone_lock_is_exact_per_folio(pages, parallel, want, clock):
+    r = al.run("hugetlb_boot", **on(clock, "node:2 core:2 pu:1"), pages=pages, multiplier=2, parallel=parallel)
+    s = r.summary
+    assert r.lockstat.set_index("class").loc["zone->lock"].acquisitions == want == s["zone_lock_expected"]
+    assert s["zone_lock_acquisitions"] == want and s["lock_counts_exact"]
+    assert s["zone_lock_per_folio"] == pytest.approx(want / pages)
+    assert "ceil(folios / blocks)" in s["zone_lock_formula"]
+
+
+def test_zone_lock_has_no_formula_for_a_racy_shared_cursor():
+    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:2 pu:1"), pages=400, next_nid="shared")
+    assert "zone_lock_expected" not in r.summary and r.summary["lock_counts_exact"]
+
+
 def test_four_node_model_places_helpers_on_every_node_and_records_oversubscription():
     r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:4 core:2 pu:1"), pages=256, multiplier=2)
     assert len(r.workers) == 8
@@ -83,10 +105,16 @@ def test_running_out_of_memory_is_a_smaller_pool():
     assert "Only allocated" in r.summary["warning"]
 
 
-def test_gigantic_path():
-    r = al.run("hugetlb_boot", topology=al.Topology.synthetic("node:2 core:1 pu:1"), pages=6, gigantic=True)
-    assert r.summary["allocated"] == 6 and r.summary["nworks"] == 2 and r.summary["folio_kib"] == 4096
-    assert r.lockstat.set_index("class").loc["hugetlb_lock"].acquisitions == 6  # per folio, as patch 8
+def test_gigantic_path(clock):
+    r = al.run("hugetlb_boot", **on(clock, "node:2 core:1 pu:1"), pages=3, gigantic=True)
+    s = r.summary
+    assert s["allocated"] == 3 and s["nworks"] == 2 and s["folio_order"] == 18 and s["folio_kib"] == 1 << 20
+    assert s["tails_written"] == 3 * ((1 << 18) - 1)  # every tail struct page of a 1 GiB folio, without HVO
+    assert s["per_node_folios"] == "2,1"
+    assert s["model_mib"] == (3 + 2) * 1024  # node 0: 2 GiB of folios + 1 GiB of headroom; node 1: 1 + 1 GiB
+    locks = r.lockstat.set_index("class")
+    assert locks.loc["hugetlb_lock"].acquisitions == 3 == s["hugetlb_lock_expected"]  # per folio, as patch 8
+    assert "zone->lock" not in locks.index and s["zone_lock_expected"] == 0 and s["lock_counts_exact"]
 
 
 @pytest.mark.parametrize(
@@ -123,3 +151,20 @@ def test_study_summary_and_answer_from_a_small_sweep():
     answer = study.answer(table, host_pus=2)
     assert len(answer) == 2  # one line for the 2-node model, one on the seed's machines
     assert answer[0].startswith("2 node(s): ")
+
+
+def test_headline_table_is_virtual_deterministic_and_beside_the_seed():
+    runs = study.headline_runs((1 / 16384,))  # 64 and 32 folios
+    assert runs["pages"].tolist() == [64, 64, 32, 32]
+    assert runs["lock_counts_exact"].all()
+    assert runs.loc[runs["parallel"], "nworks"].tolist() == [8, 4]  # max_threads = 2 x nodes
+    assert runs.loc[~runs["parallel"], "nworks"].tolist() == [1, 1]
+    again = study.headline_runs((1 / 16384,))
+    assert again["elapsed_ms"].tolist() == runs["elapsed_ms"].tolist()
+    table = study.headline(runs)
+    assert table["machine"].tolist() == ["256c2T(4 node)", "128c1T(2 node)"]
+    assert table["published_serial_ms"].tolist() == [3336.0, 1943.0]
+    assert table["published_parallel_ms"].tolist() == [1051.0, 716.0]
+    assert (table["ours_serial_ms"] == table["serial_ms"] * 16384).all()
+    assert (table["linearity"] == 1.0).all()
+    assert study.headline_notes(table)[0].startswith("256c2T(4 node) on assumed-epyc7763-2s-nps2 (256 CPUs, 4 nodes")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from alloclab import studies
-from alloclab.studies import SOURCE_COLUMNS, cma
+from alloclab.studies import SOURCE_COLUMNS, cma, hugetlb
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 FOUND, BROKEN = studies.discover()
@@ -50,6 +50,10 @@ def test_each_published_figure_is_in_its_quoted_source(name):
 
 def test_the_cma_terminals_are_in_their_quoted_source():
     assert not missing_figures(cma.PUBLISHED_TERMINALS)
+
+
+def test_the_hugetlb_headline_is_in_its_quoted_source():
+    assert not missing_figures(hugetlb.PUBLISHED_HEADLINE)
 
 
 def test_a_figure_missing_from_its_quote_is_caught():

@@ -1,5 +1,5 @@
 // hugetlb pool and boot-time allocation (see hugetlb.hpp). Models mm/hugetlb.c of v6.9 (Gang Li's v6 series as
-// merged), with the pre-series variants selectable; the gigantic order is the model's 10, not 18.
+// merged), with the pre-series variants selectable; gigantic folios are 1 GiB (order 18) with their full mem_map.
 #include "alloclab/mm/hugetlb.hpp"
 
 #include <algorithm>
@@ -198,13 +198,45 @@ unsigned long Hugetlb::hugetlb_gigantic_pages_alloc_boot(hstate& h, unsigned lon
     // alloc_bootmem_huge_page(h, NUMA_NO_NODE) -> __alloc_bootmem_huge_page: one node from the round-robin cursor;
     // memblock_alloc_try_nid_raw() itself falls back to any node.
     const int node = hstate_next_node_to_alloc(h.next_nid_to_alloc, n_memory_);
-    // Movable so that the buddy stand-in leaves the pageblock types alone (memblock has none).
-    Page* m = ms_.alloc_pages(cpu, node, h.order, __GFP_MOVABLE | __GFP_THISNODE | __GFP_NOWARN);
-    if (!m) m = ms_.alloc_pages(cpu, node, h.order, __GFP_MOVABLE | __GFP_NOWARN);
+    Page* m = memblock_alloc_huge_range(h, node, cpu);
+    for (int other = 0; !m && other < ms_.nr_nodes(); ++other)
+      if (other != node && n_memory_[size_t(other)]) m = memblock_alloc_huge_range(h, other, cpu);
     if (!m) break;
     huge_boot_pages_[size_t(node)].push_back(m);  // list_add(&m->list, &huge_boot_pages[node])
   }
   return i;
+}
+
+Page* Hugetlb::memblock_alloc_huge_range(hstate& h, int nid, int cpu) {
+  const uint64_t nr = h.pages_per_huge_page();
+  // Movable so that the buddy stand-in leaves the pageblock types alone (memblock has none).
+  const gfp_t gfp = __GFP_MOVABLE | __GFP_THISNODE | __GFP_NOWARN;
+  std::vector<Page*> range, spare;  // the aligned run of blocks so far; blocks outside any aligned run
+  while (range.size() * MAX_ORDER_NR_PAGES < nr) {
+    Page* b = ms_.alloc_pages(cpu, nid, MAX_PAGE_ORDER, gfp);
+    if (!b) break;
+    const uint64_t pfn = ms_.page_to_pfn(b);
+    if (range.empty() || pfn != ms_.page_to_pfn(range.back()) + MAX_ORDER_NR_PAGES) {
+      spare.insert(spare.end(), range.begin(), range.end());
+      range.clear();
+      if (pfn % nr) {
+        spare.push_back(b);
+        continue;
+      }
+    }
+    range.push_back(b);
+  }
+  Page* found = range.size() * MAX_ORDER_NR_PAGES == nr ? range.front() : nullptr;
+  if (!found) spare.insert(spare.end(), range.begin(), range.end());
+  for (Page* b : spare) ms_.free_pages(cpu, b, MAX_PAGE_ORDER);
+  return found;
+}
+
+void Hugetlb::free_huge_range(hstate& h, Page* first, int cpu) {
+  for (unsigned long b = 0; b < h.pages_per_huge_page(); b += MAX_ORDER_NR_PAGES) {
+    set_page_count(first[b], 1);
+    ms_.free_pages(cpu, first + b, MAX_PAGE_ORDER);
+  }
 }
 
 uint64_t Hugetlb::hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long start_page, unsigned long end_page) {
@@ -326,6 +358,8 @@ void Hugetlb::update_and_free_hugetlb_folio(hstate& h, Page* folio, int cpu) {
     }
     folio[1].index = 0;  // folio_set_order(folio, 0)
     __clear_bit(*folio, PG_head);
+    free_huge_range(h, folio, cpu);  // free_contig_range()
+    return;
   }
   set_page_count(*folio, 1);  // folio_ref_unfreeze(folio, 1)
   ms_.free_pages(cpu, folio, h.order);
@@ -348,7 +382,7 @@ unsigned long Hugetlb::free_pool(hstate& h, int cpu) {
   }
   if (h.gigantic) {
     for (auto& boot : huge_boot_pages_) {
-      for (Page* m : boot) ms_.free_pages(cpu, m, h.order);  // never gathered (a stopped run): a raw block
+      for (Page* m : boot) free_huge_range(h, m, cpu);  // never gathered (a stopped run): raw blocks
       boot.clear();
     }
   }

@@ -1,4 +1,16 @@
-"""hugetlb boot: the padata multiplier table (max_threads = k x nodes) for 1-, 2- and 4-node models beside the seed's.
+"""hugetlb boot: the seed's headline (serial vs padata) and its multiplier table, beside ours.
+
+The headline: the seed's commit message times the 2 MiB pool init before and after the patch on two machines,
+"256c2T(4 node)" 3336 -> 1051 ms and "128c1T(2 node)" 1943 -> 716 ms. The study runs ``hugetlb_boot`` with
+``parallel=False`` (the pre-series serial loop) and ``parallel=True`` (padata, the merged multiplier 2) in virtual
+time on the shipped profiles of those machines (``assumed-epyc7763-2s-nps2``, ``assumed-xeon8358-2s-128t``: CPU
+models assumed, CPU, node and memory counts as the seed states). The seed does not give the pool size; the study
+takes the machine's whole memory in 2 MiB folios as the nominal pool (2 TiB: 1,048,576; 1 TiB: 524,288; an upper
+bound, since the kernel keeps some memory) and runs a stated fraction of it, because the model's mem_map for a
+2 TiB machine (32 GiB) does not fit this host. Time is linear in the pool (every worker takes pages / nworks folios,
+and a folio's work, a pcp refill every second folio and the 511 tail struct pages, does not depend on the pool), so
+the study runs several fractions, checks that the virtual ms per folio does not move with the fraction, and scales
+the largest one to the nominal pool. ``saved`` (1 - parallel / serial) needs no scaling at all.
 
 Seed: Gang Li, "hugetlb: parallelize 2M hugetlb allocation and initialization" (v6 7/8, merged around v6.9), whose
 code comment justifies ``job.max_threads = num_node_state(N_MEMORY) * 2`` with a table of multipliers 1-5 (ms):
@@ -20,11 +32,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
+from ..machines import machine as load_machine
 from . import StudyResult, beside, counted, fits_host, join, lockstat_cost, measure, measurement_notes, timed
 
 NAME = "hugetlb"
-TITLE = "hugetlb_boot: padata multiplier 1-5 on 1/2/4-node models beside the seed's table"
+TITLE = "hugetlb_boot: serial vs padata on the seed's two machines (virtual) and multiplier 1-5, beside the seed"
 SCENARIOS = ("hugetlb_boot",)
 SEED = "hugetlb-padata-parallel-init"
 
@@ -49,6 +63,29 @@ PUBLISHED = pd.DataFrame(
 #: 2 MiB folios behind each published column, for the seed's per-folio thread time (threads x wall / folios).
 PUBLISHED_FOLIOS = {"ms_256G": 131072, "ms_50G": 25600, "ms_2T": 1048576}
 
+#: The seed's headline, each row with its line of the commit message (whitespace collapsed, as in the seed file).
+_HEADLINE_SOURCE = "hugetlb-padata-parallel-init.mbox.txt (v6 7/8, the commit message's test results)"
+PUBLISHED_HEADLINE = pd.DataFrame(
+    {
+        "machine": ["256c2T(4 node)", "128c1T(2 node)"],
+        "serial_ms": [3336.0, 1943.0],
+        "parallel_ms": [1051.0, 716.0],
+        "saved_pct": [68.52, 63.15],
+        "source": [_HEADLINE_SOURCE] * 2,
+        "source_quote": ["256c2T(4 node) 2M 3336 1051 68.52%", "128c1T(2 node) 2M 1943 716 63.15%"],
+    }
+)
+#: The machine behind each headline row: its shipped profile (python/alloclab/profiles/, whose topology_source
+#: quotes the seed for the CPU, node and memory counts) and the nominal pool, the machine's memory in 2 MiB folios
+#: (an assumption: the seed does not give the pool size).
+HEADLINE_MACHINES = {
+    "256c2T(4 node)": ("assumed-epyc7763-2s-nps2", 2 << 40 >> 21),
+    "128c1T(2 node)": ("assumed-xeon8358-2s-128t", 1 << 40 >> 21),
+}
+#: Fractions of the nominal pool the headline runs (the last one is scaled up); quick mode runs the small ones.
+HEADLINE_FRACTIONS = (1 / 64, 1 / 32, 1 / 16)
+HEADLINE_FRACTIONS_QUICK = (1 / 2048, 1 / 1024)
+
 MULTIPLIERS = (1, 2, 3, 4, 5)
 NODES = (1, 2, 4)
 
@@ -58,13 +95,108 @@ def model(nodes: int) -> str:
     return f"node:{nodes} core:5 pu:1"
 
 
-def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep multiplier 1-5 on 1-, 2- and 4-node models and write the three plots.
+def headline_runs(fractions: tuple[float, ...]) -> pd.DataFrame:
+    """Serial and parallel pool init in virtual time on each headline machine, at each fraction of its pool.
+
+    One run per point (a virtual run with table costs is deterministic), lock_stat on (free in virtual time).
+
+    Returns:
+        One row per (machine, fraction, parallel): ``machine, profile, nodes, cpus, nominal_folios, fraction, pages,
+        parallel, nworks, elapsed_ms, ms_per_folio, zone_lock, zone_lock_per_folio, hugetlb_lock, lock_counts_exact``.
+    """
+    rows = []
+    for label, (profile, nominal) in HEADLINE_MACHINES.items():
+        m = load_machine(profile)
+        for fraction in fractions:
+            pages = int(round(nominal * fraction))
+            for parallel in (False, True):
+                r = run_once("hugetlb_boot", clock="virtual", machine=m, pages=pages, parallel=parallel, multiplier=2)
+                s = r.summary
+                rows.append({
+                    "machine": label, "profile": profile, "nodes": int(s["nodes"]), "cpus": m.topology.pus,
+                    "nominal_folios": nominal, "fraction": fraction, "pages": pages, "parallel": parallel,
+                    "nworks": int(s["nworks"]), "elapsed_ms": float(s["elapsed_s"]) * 1e3,
+                    "ms_per_folio": float(s["elapsed_s"]) * 1e3 / pages,
+                    "zone_lock": int(s["zone_lock_acquisitions"]),
+                    "zone_lock_per_folio": float(s["zone_lock_per_folio"]),
+                    "hugetlb_lock": int(s["hugetlb_lock_acquisitions"]),
+                    "lock_counts_exact": bool(s["lock_counts_exact"]),
+                })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def headline(runs: pd.DataFrame) -> pd.DataFrame:
+    """The headline table: per machine, ours (virtual, the largest fraction scaled to the nominal pool) beside the seed.
 
     Args:
-        quick: 1,024 folios and 3 repeats (seconds) instead of 25,600 (the seed's 50G) and 5, and only the points
-            whose workers (nodes x multiplier) fit the host's PUs.
-        out_dir: where the PNG plots go.
+        runs: :func:`headline_runs`'s table.
+
+    Returns:
+        One row per machine: ``machine, profile, nodes, cpus, nominal_folios, fraction, pages, nworks`` (parallel),
+        ``serial_ms, parallel_ms`` (virtual, at ``pages``), ``ours_serial_ms, ours_parallel_ms`` (scaled to the
+        nominal pool), ``ours_saved_pct``, ``linearity`` (largest / smallest ms per folio over the fractions run,
+        serial and parallel, the worse of the two), ``zone_lock_per_folio`` (parallel), then the published
+        ``serial_ms, parallel_ms, saved_pct``.
+    """
+    rows = []
+    for label, t in runs.groupby("machine", sort=False):
+        top = t[t["fraction"] == t["fraction"].max()].set_index("parallel")
+        ser, par = top.loc[False], top.loc[True]
+        spread = [g["ms_per_folio"].max() / g["ms_per_folio"].min() for _, g in t.groupby("parallel")]
+        scale = 1 / float(par["fraction"])
+        rows.append({
+            "machine": label, "profile": par["profile"], "nodes": int(par["nodes"]), "cpus": int(par["cpus"]),
+            "nominal_folios": int(par["nominal_folios"]), "fraction": float(par["fraction"]),
+            "pages": int(par["pages"]), "nworks": int(par["nworks"]),
+            "serial_ms": float(ser["elapsed_ms"]), "parallel_ms": float(par["elapsed_ms"]),
+            "ours_serial_ms": float(ser["elapsed_ms"]) * scale, "ours_parallel_ms": float(par["elapsed_ms"]) * scale,
+            "ours_saved_pct": 100 * (1 - float(par["elapsed_ms"]) / float(ser["elapsed_ms"])),
+            "linearity": max(spread), "zone_lock_per_folio": float(par["zone_lock_per_folio"]),
+        })  # fmt: skip
+    return beside(pd.DataFrame(rows), PUBLISHED_HEADLINE, on=["machine"])
+
+
+def headline_notes(table: pd.DataFrame) -> list[str]:
+    """The headline in words: published | ours (virtual) per machine, serial and parallel, and how ours was made.
+
+    The last line says what the comparison can and cannot show: the seed's own two figures for 2T on 4 nodes at the
+    merged k = 2 disagree (the headline's parallel time against the multiplier table's), so the pool or the kernel
+    differed between its runs, and ``saved`` is the figure that does not depend on the unknown pool.
+    """
+    table_k2 = float(PUBLISHED.set_index(["nodes", "multiplier"]).loc[(4, 2), "ms_2T"])
+    headline_k2 = float(PUBLISHED_HEADLINE.set_index("machine").loc["256c2T(4 node)", "parallel_ms"])
+    lines = []
+    for r in table.itertuples():
+        lines.append(
+            f"{r.machine} on {r.profile} ({r.cpus} CPUs, {r.nodes} nodes; virtual, table costs): serial "
+            f"{r.published_serial_ms:.0f} ms published | {r.ours_serial_ms:.0f} ms ours, parallel "
+            f"{r.published_parallel_ms:.0f} | {r.ours_parallel_ms:.0f} ms ({r.nworks} works), saved "
+            f"{r.published_saved_pct:.2f} % | {r.ours_saved_pct:.2f} %. Ours: {r.pages} folios "
+            f"(1/{round(1 / r.fraction)} of the nominal {r.nominal_folios}: the machine's memory in 2 MiB folios, "
+            f"since the seed gives no pool size) scaled x{round(1 / r.fraction)}; ms per folio moves by "
+            f"{100 * (r.linearity - 1):.2f} % over the fractions run; zone->lock {r.zone_lock_per_folio:.3f} per folio"
+        )
+    lines.append(
+        f"The seed's 2T/4-node machine at k = 2 took {headline_k2:.0f} ms in its headline and {table_k2:.0f} ms in its "
+        "multiplier table: something (pool, kernel, boot options) differed between the two, and neither states the "
+        "pool size. Compare 'saved' (independent of the pool); the absolute times rest on the nominal pool and on the "
+        "assumed CPUs."
+    )
+    return lines
+
+
+def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
+    """The headline (serial vs padata, virtual, both seed machines), then multiplier 1-5 on 1-, 2- and 4-node models.
+
+    The headline's runs go to ``headline_runs.csv`` and its table to ``headline.csv`` in ``out_dir`` (and to
+    meta.json's ``headline``); its lines head the notes.
+
+    Args:
+        quick: headline at 1/2048 and 1/1024 of the pools (seconds; deterministic) instead of 1/64, 1/32 and 1/16
+            (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios and 3 repeats instead
+            of 25,600 (the seed's 50G) and 5, and only the points whose workers (nodes x multiplier) fit the host's
+            PUs.
+        out_dir: where the PNG plots and the headline tables go.
         progress: show the sweep's progress bar.
     """
     pages = sized(25_600, 1_024, quick_mode=quick)
@@ -82,7 +214,13 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
              lockstat_cost()]  # fmt: skip
     notes += answer(table, host_pus)
     notes += measurement_notes(result)
-    return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes)
+    runs = headline_runs(HEADLINE_FRACTIONS_QUICK if quick else HEADLINE_FRACTIONS)
+    head = headline(runs)
+    runs.to_csv(out_dir / "headline_runs.csv", index=False)
+    head.to_csv(out_dir / "headline.csv", index=False)
+    notes = headline_notes(head) + notes
+    meta = {"headline": head.to_dict(orient="records")}
+    return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes, meta=meta)
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:

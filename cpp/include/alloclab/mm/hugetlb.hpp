@@ -17,22 +17,24 @@
 //     enqueues every folio of the list under hugetlb_lock taken once (HugetlbLockMode::per_worker, v5/v6 as
 //     merged; "per worker" because hugetlb's min_chunk gives one chunk per worker) or once per folio (per_folio,
 //     the v4 posting).
-//   * "Gigantic" path (patch 8): the folios come serially from memblock before the page allocator exists
-//     (hugetlb_gigantic_pages_alloc_boot -> alloc_bootmem_huge_page, round-robin on h->next_nid_to_alloc, onto
-//     per-node huge_boot_pages[nid] lists); gather_bootmem_prealloc_node(nid) then initialises each folio's
-//     struct pages itself: hugetlb_folio_init_vmemmap (head + HUGETLB_VMEMMAP_RESERVE_PAGES = 64 struct pages),
-//     init_new_hugetlb_folio, and prep_and_add_bootmem_folios(): without HVO every remaining tail is initialised
-//     (__init_single_page + prep_compound_tail + page_ref_freeze), then hugetlb_lock per folio (per_folio, patch
-//     8: "Subdivide locks") or once for the list with the tail initialisation inside it (per_worker, v6.7).
-//     The model's gigantic order is 10 (4 MiB, MAX_PAGE_ORDER), not 18 (1 GiB): a 1 GiB page needs 256 MiB of
-//     mem_map per folio and memblock, which the buddy model has no equivalent for; order 10 is the largest block
-//     alloc_pages gives, and the memblock stand-in takes it from the buddy allocator with no __GFP_COMP (raw, as
-//     memblock_alloc_try_nid_raw), falling back to any node as memblock does. The per-folio work is therefore
-//     1,023 tails instead of 262,143 (x 1/256); the structure, the locking and the counts are the kernel's.
-//     No alloc_contig_range is used (it is built elsewhere, for CMA).
+//   * Gigantic path (patch 8), 1 GiB folios: order 18, PUD_ORDER on x86-64. The folios come serially from memblock
+//     before the page allocator exists (hugetlb_gigantic_pages_alloc_boot -> alloc_bootmem_huge_page ->
+//     __alloc_bootmem_huge_page: memblock_alloc_try_nid_raw(1 GiB, align 1 GiB, nid), round-robin on
+//     h->next_nid_to_alloc, onto per-node huge_boot_pages[nid] lists). The model's memblock stand-in runs before any
+//     worker (untimed, uncounted): it takes from the node's buddy lists the MAX_PAGE_ORDER blocks of one
+//     1 GiB-aligned range, 256 of them (memblock_alloc_huge_range; raw, no __GFP_COMP, as memblock gives raw
+//     memory), falling back to any node as memblock does. gather_bootmem_prealloc_node(nid) then initialises each
+//     folio's struct pages itself: hugetlb_folio_init_vmemmap (head + HUGETLB_VMEMMAP_RESERVE_PAGES = 64 struct
+//     pages), init_new_hugetlb_folio, and prep_and_add_bootmem_folios(): without HVO all 262,080 remaining tails
+//     are initialised (__init_single_page + prep_compound_tail + page_ref_freeze: 262,143 tail struct pages per
+//     folio, the work prep_compound_gigantic_folio does for a runtime gigantic folio), then hugetlb_lock per folio
+//     (per_folio, patch 8: "Subdivide locks") or once for the list with the tail initialisation inside it
+//     (per_worker, v6.7). The mem_map is the kernel's, full size: 64-byte struct pages, 16 MiB of host memory per
+//     1 GiB folio (1/64 of the model memory), nothing sparse or scaled; the scenario sizes each node in whole GiB so
+//     that every node starts 1 GiB-aligned. No alloc_contig_range is used (the runtime path, not modelled).
 //   * Freeing (teardown, not timed): update_and_free_hugetlb_folio(): clear PG_hugetlb and the HPG flags, unfreeze
-//     the refcount and __free_pages() (2 MiB) or destroy_compound_gigantic_folio() + free as one order-10 block
-//     (the kernel's free_contig_range frees it page by page; the end state is the same).
+//     the refcount and __free_pages() (2 MiB) or destroy_compound_gigantic_folio() + free as its 256 order-10
+//     blocks (the kernel's free_contig_range frees it page by page; the end state is the same).
 //   * HVO (hugetlb_vmemmap_optimize_folios) is optional and modelled as a calibrated cost per folio (hvo_ns) that
 //     sets HPG_vmemmap_optimized; for gigantic folios it also skips the tails past the first 64, as the kernel.
 // Only the calling thread's CPU matters to the page allocator (its pcp lists): every entry point takes the
@@ -62,9 +64,8 @@
 
 namespace alloclab::mm {
 
-inline constexpr unsigned HUGETLB_PAGE_ORDER = pageblock_order;     // HPAGE_PMD_ORDER: 2 MiB on x86-64
-inline constexpr unsigned HUGETLB_GIGANTIC_ORDER = MAX_PAGE_ORDER;  // the model's gigantic folio: 4 MiB
-inline constexpr unsigned HUGETLB_GIGANTIC_KERNEL_ORDER = 18;       // what it stands for: PUD_ORDER, 1 GiB
+inline constexpr unsigned HUGETLB_PAGE_ORDER = pageblock_order;  // HPAGE_PMD_ORDER: 2 MiB on x86-64
+inline constexpr unsigned HUGETLB_GIGANTIC_ORDER = 18;           // PUD_ORDER on x86-64: 1 GiB
 inline constexpr unsigned long HUGETLB_VMEMMAP_RESERVE_PAGES = PAGE_SIZE / sizeof(Page);  // 64 struct pages
 inline constexpr uint64_t TAIL_MAPPING = 0x400;      // the kernel's poison in tail pages' ->mapping
 inline constexpr uint32_t PG_hugetlb = 0x00000800u;  // v6.9 page type (set = bit clear, as PG_buddy)
@@ -193,6 +194,10 @@ class Hugetlb {
   // runs it before SMP), onto huge_boot_pages[]. Returns how many it got; call it before any worker runs. Polls
   // the MemorySystem's interruption_point() once per folio.
   unsigned long hugetlb_gigantic_pages_alloc_boot(hstate& h, unsigned long count, int cpu);
+  // The memblock stand-in for one folio of `h` on node `nid`: the first free range of pages_per_huge_page() frames
+  // aligned to its size, taken from the buddy lists as MAX_PAGE_ORDER blocks (raw: only each block's head is
+  // refcounted). The range's first page, or nullptr when the node has no such range (nothing is taken then).
+  Page* memblock_alloc_huge_range(hstate& h, int nid, int cpu);
   const std::vector<Page*>& huge_boot_pages(int nid) const { return huge_boot_pages_.at(size_t(nid)); }
   // gather_bootmem_prealloc_node(nid): turns huge_boot_pages[nid] into hugetlb folios on the free lists.
   void gather_bootmem_prealloc_node(int nid, HugetlbThreadStats& st, const std::function<bool()>& stopped = {});
@@ -216,6 +221,8 @@ class Hugetlb {
   uint64_t hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long start_page, unsigned long end_page);
   uint64_t hugetlb_folio_init_vmemmap(hstate& h, Page* folio, unsigned long nr_pages);
   void update_and_free_hugetlb_folio(hstate& h, Page* folio, int cpu);
+  // Frees the memblock stand-in's range of a gigantic folio as its MAX_PAGE_ORDER blocks (each head refcounted).
+  void free_huge_range(hstate& h, Page* first, int cpu);
   Page* dequeue_any(hstate& h, int nid);  // list head of hugepage_freelists[nid] (hugetlb_lock held)
 
   MemorySystem& ms_;

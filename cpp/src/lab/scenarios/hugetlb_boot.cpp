@@ -1,9 +1,19 @@
 // hugetlb_boot: boot-time hugetlb pool initialisation, serial or with padata_do_multithreaded — the multiplier
 // experiment of Gang Li's "hugetlb: parallelize 2M hugetlb allocation and initialization" (v6 7/8, v6.9).
 //
+// Kernel: v6.9, the release that merged the series (ScenarioDef::kernel says so in every result). Its rules, and where
+// each comes from:
+//   * the pool: mm/hugetlb.c hugetlb_hstate_alloc_pages -> hugetlb_pages_alloc_boot / hugetlb_pages_alloc_boot_node
+//     (2 MiB) and hugetlb_gigantic_pages_alloc_boot + gather_bootmem_prealloc (1 GiB), as hugetlb.hpp describes;
+//   * the job: kernel/padata.c padata_do_multithreaded / padata_mt_helper, with patch 4's numa_aware (padata.hpp);
+//   * pcp batch and high: mm/page_alloc.c nr_pcp_alloc (the refill size: order-9 refills take max(batch >> 9, 2)
+//     blocks), nr_pcp_high and nr_pcp_free as rewritten in v6.7 ("mm, pcp: ..." series) and unchanged on the
+//     allocation side through v6.9 (BatchRule::v6_7; v6.8's PCPF_FREE_HIGH_BATCH touches only frees);
+//   * checks: none. Since v6.4 ("mm, page_alloc: reduce page alloc/free sanity checks") check_new_pages() in
+//     __rmqueue_pcplist and rmqueue_buddy and the bulk-free checks in free_pcppages_bulk run only when
+//     is_check_pages_enabled() (debug_pagealloc or init_on_*), off by default (CheckMode::off).
 // Models: hugetlb_hstate_alloc_pages -> hugetlb_pages_alloc_boot(h) of v6.9 (2 MiB) and gather_bootmem_prealloc
-// (the gigantic path, patch 8), on the page allocator model with the v6.9-era pcp rules (BatchRule::v6_7, no
-// check_new_pages: CheckMode::off). The 2 MiB job is the kernel's
+// (the gigantic path, patch 8), on the page allocator model with those rules. The 2 MiB job is the kernel's
 //     {thread_fn = hugetlb_pages_alloc_boot_node, start = 0, size = pages, align = 1, numa_aware,
 //      max_threads = k * nodes, min_chunk = pages / nodes / k}     (C integer division, left to right)
 // with nodes = num_node_state(N_MEMORY) and k the `multiplier` (the merged code has k = 2); the gigantic job is
@@ -25,9 +35,15 @@
 // Each worker passes its model PU to the page allocator (its pcp lists), the model's smp_processor_id().
 //
 // Memory: node_mib = 0 sizes every memory node for exactly what the pool will take there (the round-robin is
-// deterministic per chunk with the local cursor) plus the high watermark and pcp slack; a smaller node_mib runs
+// deterministic per chunk with the local cursor) plus the high watermark and pcp slack, in whole GiB for gigantic
+// folios (so each node starts 1 GiB-aligned; the 1 GiB folio's mem_map is full size, 16 MiB of host memory per
+// folio, and the runner refuses a pool whose mem_map does not fit the host); a smaller node_mib runs
 // the pool out of memory, which is a result (allocated < pages, exhausted = True, the kernel's warning), not an
 // error. Asking for more than the host has is an error before anything is allocated (MemorySystem).
+// Lock counts checked after every run (lock_expectations, against lock_stat by the runner): hugetlb_lock (per list
+// or per folio), padata_work_lock (nworks + chunks), and zone->lock: ceil(folios / 2) per (worker, node) for 2 MiB
+// folios (each refill of the worker's pcp THP list brings 2 order-9 blocks), 0 for gigantic ones (see
+// zone_lock_expectation()).
 // Invariants checked after every run (std::logic_error if broken): check_pool() (every folio once on its node's
 // free list, tails point at the head, counters agree), the folios the workers report equal nr_huge_pages, and
 // after teardown (free_pool + drain_all_pages, untimed) every page is free again, check() passes and each node's
@@ -39,6 +55,8 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -71,6 +89,7 @@ struct alignas(64) BootWorker {
   WorkerCtx* ctx = nullptr;
   HugetlbThreadStats st;
   uint64_t chunks = 0;
+  std::vector<unsigned long> chunk_lens;  // end - start of each thread_fn call it ran (2 MiB path)
   uint64_t busy_ticks = 0;
   uint64_t cpu_ns = 0;
 };
@@ -204,6 +223,7 @@ class HugetlbBoot final : public Scenario {
     } else {
       job_.thread_fn = [this](unsigned long start, unsigned long end, void*) {
         BootWorker& w = current_worker();
+        w.chunk_lens.push_back(end - start);
         hugetlb_->hugetlb_pages_alloc_boot_node(*h_, start, end, w.cpu, w.st, [&w] { return w.ctx->stopped(); });
       };
     }
@@ -257,7 +277,54 @@ class HugetlbBoot final : public Scenario {
     const uint64_t pl = works >= 2 ? works + chunks : 0;
     const std::string pl_text = works >= 2 ? "nworks + chunks = " + n(works) + " + " + n(chunks) + " = " + n(pl)
                                            : "0: one work runs thread_fn inline, without ps.lock";
-    return {{"hugetlb_lock", "hugetlb_lock", hl, hl_text}, {"padata_lock", "padata_work_lock", pl, pl_text}};
+    std::vector<LockExpectation> e = {{"hugetlb_lock", "hugetlb_lock", hl, hl_text},
+                                      {"padata_lock", "padata_work_lock", pl, pl_text}};
+    if (auto z = zone_lock_expectation()) e.push_back(*z);
+    return e;
+  }
+
+  // zone->lock, from the geometry. Gigantic: 0 (the memblock stand-in ran in prepare(), uncounted, and
+  // gather_bootmem_prealloc takes nothing from the buddy allocator). 2 MiB: every folio is an order-9
+  // alloc_pages(__GFP_THISNODE) served from the worker's pcp THP list of that node's zone, which rmqueue_bulk refills
+  // under zone->lock with nr_pcp_alloc()'s max(batch >> 9, 2) = 2 blocks (mm/page_alloc.c of v6.7-v6.9), so a worker
+  // that takes n folios from a node takes refills(n) = ceil(n / 2) zone->locks there (pcp_expect_alloc_then_free).
+  // n follows from the chunks it ran: hugetlb_pages_alloc_boot_node's cursor starts at first_online_node on every
+  // call, so a chunk of L folios gives node i of m L / m + (i < L % m). No formula (nothing returned) when an
+  // allocation failed, when the cursor is the shared h->next_nid_to_alloc with several workers (its racy
+  // round-robin decides the nodes), or when two workers share a model CPU (and so a pcp, whose trylock can fail).
+  std::optional<LockExpectation> zone_lock_expectation() const {
+    const auto n = [](uint64_t v) { return std::to_string(v); };
+    if (gigantic_)
+      return LockExpectation{"zone_lock", "zone->lock", 0,
+                             "0: gather_bootmem_prealloc takes no page from the buddy allocator"};
+    if (h_->nr_huge_pages != pages_) return std::nullopt;
+    std::set<int> cpus;
+    for (const BootWorker& w : workers_) {
+      if (w.st.alloc_failed || w.st.node_attempts != w.st.folios) return std::nullopt;
+      if (!cpus.insert(w.cpu).second) return std::nullopt;
+    }
+    if (next_nid_ == NextNid::shared && plan_.nworks > 1) return std::nullopt;
+    const uint64_t m = uint64_t(mem_nodes_);
+    uint64_t total = 0, pairs = 0, odd = 0;
+    for (const BootWorker& w : workers_)
+      for (uint64_t node = 0; node < m; ++node) {
+        uint64_t folios = 0;
+        for (unsigned long len : w.chunk_lens) folios += len / m + (node < len % m ? 1 : 0);
+        if (!folios) continue;
+        const Zone& z = ms_->zone(int(node));
+        total += pcp_expect_alloc_then_free(z.pageset_batch, z.pageset_high_min, z.pageset_high_max, true,
+                                            HUGETLB_PAGE_ORDER, folios)
+                     .refills;
+        ++pairs;
+        odd += folios % 2;
+      }
+    // With 2 blocks per refill (pcp->batch > 1) the sum is (folios + pairs with an odd count) / 2.
+    const std::string sum = total * 2 == pages_ + odd ? "(" + n(pages_) + " + " + n(odd) + " odd) / 2 = " : "";
+    return LockExpectation{"zone_lock", "zone->lock", total,
+                           "one rmqueue_bulk per refill of a worker's pcp THP list for a node (nr_pcp_alloc: "
+                           "max(batch >> 9, 2) blocks): sum over " +
+                               n(pairs) + " (worker, node) pairs of ceil(folios / blocks) = " + sum + n(total) +
+                               " for " + n(pages_) + " folios"};
   }
 
   void finish(const RunEnv& env, RunResult& r) override {
@@ -411,7 +478,10 @@ class HugetlbBoot final : public Scenario {
         headroom[size_t(n)] = std::max(headroom[size_t(n)], roundup(w[WMARK_HIGH] + pcp_slack, MAX_ORDER_NR_PAGES));
       }
     }
-    for (int n = 0; n < mem_nodes_; ++n) pages[size_t(n)] = demand[size_t(n)] * folio_pages + headroom[size_t(n)];
+    // Gigantic: whole GiB per node, so that every node starts 1 GiB-aligned and holds its folios' aligned ranges.
+    const uint64_t unit = gigantic_ ? folio_pages : 1;
+    for (int n = 0; n < mem_nodes_; ++n)
+      pages[size_t(n)] = roundup(demand[size_t(n)] * folio_pages + headroom[size_t(n)], unit);
     return pages;
   }
 
@@ -457,7 +527,7 @@ ScenarioDef hugetlb_boot_scenario() {
       "work (worker 0 is the caller); summary: elapsed_s (the pool's wall time), allocated, nworks, chunk_size";
   d.params = {
       ParamSpec::integer("pages", 4096, 0, int64_t(1) << 26,
-                         "folios to allocate (h->max_huge_pages): 2 MiB each, or 4 MiB with gigantic"),
+                         "folios to allocate (h->max_huge_pages): 2 MiB each, or 1 GiB with gigantic"),
       ParamSpec::boolean("parallel", true, "padata_do_multithreaded (the series); False: the pre-series serial loop"),
       ParamSpec::integer("multiplier", 2, 1, 64,
                          "k: max_threads = k x nodes, min_chunk = pages / nodes / k (the merged kernel: 2)"),
@@ -471,8 +541,10 @@ ScenarioDef hugetlb_boot_scenario() {
                         "alloc_pool_huge_folio's node cursor: worker-local (patch 3) or the shared "
                         "h->next_nid_to_alloc (before it)"),
       ParamSpec::boolean("gigantic", false,
-                         "the gigantic path: memblock stand-in (untimed) + gather_bootmem_prealloc over the nodes; "
-                         "the model's gigantic folio is order 10 (4 MiB), not 1 GiB"),
+                         "the gigantic path: 1 GiB folios (order 18, PUD_ORDER on x86-64) from a memblock stand-in "
+                         "(untimed), then gather_bootmem_prealloc over the nodes, initialising all 262,144 struct "
+                         "pages of each folio (64 with HVO); the mem_map is full size, 16 MiB of host memory per "
+                         "folio"),
       ParamSpec::integer("hvo_ns", 0, 0, 10000000,
                          "HVO cost per folio in ns (hugetlb_vmemmap_optimize_folios); 0: HVO off"),
       ParamSpec::integer("nodes", 0, 0, 1024,
@@ -486,7 +558,11 @@ ScenarioDef hugetlb_boot_scenario() {
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
   d.size_param = "pages";
-  d.kernel = "v6.9: pcp batch/high rules of v6.7 (BatchRule::v6_7), no check_new_pages (CheckMode::off)";
+  d.kernel =
+      "v6.9 (Gang Li's v6 series as merged: mm/hugetlb.c hugetlb_pages_alloc_boot, gather_bootmem_prealloc; "
+      "kernel/padata.c padata_do_multithreaded); pcp batch/high: mm/page_alloc.c nr_pcp_alloc/nr_pcp_high/"
+      "nr_pcp_free of v6.7, unchanged for allocation through v6.9 (BatchRule::v6_7); check: check_new_pages only "
+      "with is_check_pages_enabled() since v6.4, off by default (CheckMode::off)";
   d.small = {{"pages", int64_t(64)}, {"multiplier", int64_t(1)}};
   return d;
 }
