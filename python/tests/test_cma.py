@@ -5,6 +5,9 @@ Counts and invariants only: no assertion on a wall-clock time (the machine may b
 
 from __future__ import annotations
 
+import tomllib
+from importlib import resources
+
 import pytest
 from conftest import on
 
@@ -85,6 +88,27 @@ def test_smallest_areas_side_by_side_on_one_node_come_back(alloc_mutex):
         assert s["pages_allocated"] == 512 * (2 - s["failures"])
         if s["failures"]:
             assert "EBUSY" in s["failure_reasons"], s["failure_reasons"]
+
+
+def _virtual_one_area(**params) -> al.RunResult:
+    return al.run("cma_concurrent", **on("virtual", TWO_NODES), costs="table", regions=1, pages_per_region=4096,
+                  **params)  # fmt: skip
+
+
+def test_virtual_time_charges_the_profile_copy_cost_per_migrated_page():
+    # One worker, table costs: the runs differ only in folio_copy. A real 4 KiB copy costs the profile's memcpy
+    # (4 KiB read + 4 KiB written at the core's copy bandwidth: one worker, so the node's share is not the limit);
+    # copy_ns with backing='none' is a busy-wait of exactly copy_ns; copy_ns=0 there is no copy work.
+    host = tomllib.loads((resources.files("alloclab") / "profiles" / "host.toml").read_text(encoding="utf-8"))
+    gbs = min(host["bandwidth_gbs"]["core"]["value"], host["bandwidth_gbs"]["node"]["value"])
+    none = _virtual_one_area(backing="none", copy_ns=0)
+    waited = _virtual_one_area(backing="none", copy_ns=400)
+    real = _virtual_one_area(backing="real", copy_ns=0)
+    m = int(none.summary["pages_migrated"])
+    assert m > 3900 and real.summary["pages_migrated"] == waited.summary["pages_migrated"] == m
+    hold = {k: float(r.workers["alloc_contig_s"].iloc[0]) for k, r in (("none", none), ("w", waited), ("r", real))}
+    assert hold["w"] - hold["none"] == pytest.approx(m * 400e-9, rel=1e-3)
+    assert hold["r"] - hold["none"] == pytest.approx(m * 2 * 4096 / gbs * 1e-9, rel=1e-3)
 
 
 def test_partial_allocation_with_alignment():
