@@ -22,10 +22,14 @@
 // Summary: completion times sorted (completion_s_1 ... and completion_sorted_s), fastest_s, slowest_s,
 // ratio_slowest_fastest, totals, and every lock count beside its formula.
 //
-// The formula (per worker with A attempts, F of them failed; per attempt on a range of B pageblocks with M pages
-// migrated; see page_alloc_contig.hpp):
-//   alloc mutex (cma_mutex if global, else cma->alloc_mutex) = sum A
-//   cma->lock          = sum (A + F)
+// The formula (per attempt on a range of B pageblocks with M pages migrated; see page_alloc_contig.hpp):
+//   alloc mutex (cma_mutex if global, else cma->alloc_mutex) = sum over workers of A = min(1 + E, P)
+//   cma->lock          = sum over workers of A + (A - S) + [S = 0 and E = P]
+//                        from the geometry (cma_alloc_positions): P = the bitmap positions alloc_pages at align
+//                        can take in the worker's area; E = its -EBUSY attempts, a race (pages a concurrent
+//                        call frees into its range, a pcp the drain missed), counted: the layout forces none,
+//                        since every area is whole pageblocks of its own holding only movable page cache; S = 1 if
+//                        it got its pages. The search never stops on available_count: one worker per area.
 //   pcpu_drain_mutex   = one per isolated range (the drain after start_isolate_page_range)
 //   zone->lock         = sum (2B + M + 1 + T + H) + R + D + Y
 //                        (isolate + undo per pageblock, one free per migrated page, the test, the take sections,
@@ -253,10 +257,29 @@ class CmaConcurrent final : public Scenario {
     const uint64_t pcp_skipped = std::min(Y - c.headtail_trylock_fail, pcp_takers);
     const uint64_t pcp = pcp_takers + c.headtail_to_pcp - pcp_skipped;
     const auto n = [](uint64_t v) { return std::to_string(v); };
+    // alloc mutex and cma->lock from the geometry (cma.hpp): each area's bitmap positions P for alloc_pages at
+    // align, and, per worker, the -EBUSY attempts E (a race: the layout forces none, as each area is whole
+    // pageblocks of its own and holds only movable page cache) and whether it got its pages (S).
+    uint64_t mutex = 0, cma_lock = 0;
+    std::string ps, es, ss;
+    for (int w = 0; w < regions_; ++w) {
+      const uint64_t P = cma_alloc_positions((*cma_)[w], alloc_pages_, align_);
+      const uint64_t E = stats_[size_t(w)].busy_retries, S = allocated_[size_t(w)] ? 1 : 0;
+      const uint64_t A = std::min(1 + E, P);
+      mutex += A;
+      cma_lock += A + (A - S) + (S == 0 && E == P ? 1 : 0);
+      const std::string sep = w ? "," : "";
+      ps += sep + n(P), es += sep + n(E), ss += sep + n(S);
+    }
+    const std::string geometry = "per worker, P = bitmap positions of " + n(alloc_pages_) + " pages at align " +
+                                 n(align_) + " in its area = [" + ps + "], E = -EBUSY races counted = [" + es +
+                                 "], S = got its pages = [" + ss + "]";
     return {
-        {"alloc_mutex", alloc_mutex_class(), all.attempts, "one per alloc_contig_range attempt = " + n(all.attempts)},
-        {"cma_lock", "cma->lock", all.cma_lock,
-         "claims + roll-backs = attempts + failed attempts = " + n(all.cma_lock)},
+        {"alloc_mutex", alloc_mutex_class(), mutex,
+         "sum of attempts A = min(1 + E, P); " + geometry + " = " + n(mutex)},
+        {"cma_lock", "cma->lock", cma_lock,
+         "sum of A claims + (A - S) roll-backs + 1 if the positions ran out (S = 0, E = P); " + geometry + " = " +
+             n(cma_lock)},
         {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations, "one per isolated range = " + n(c.isolations)},
         {"zone_lock", "zone->lock", zone,
          "2B + M + tests + T + H + R + D + Y = 2x" + n(B) + " + " + n(M) + " + " + n(c.test_locks) + " + " + n(T) +
