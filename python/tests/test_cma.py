@@ -90,6 +90,15 @@ def test_smallest_areas_side_by_side_on_one_node_come_back(alloc_mutex):
             assert "EBUSY" in s["failure_reasons"], s["failure_reasons"]
 
 
+def test_the_default_is_the_seed_kernel_with_real_copies():
+    table = al.scenarios().query("scenario == 'cma_concurrent'").set_index("parameter")
+    assert table.loc["backing", "default"] == "real" and table.loc["copy_ns", "default"] == 0
+    assert table.loc["batch_rule", "default"] == "v6.7" and table.loc["check", "default"] == "off"
+    assert table["kernel"].iloc[0].startswith("v6.14 mm-unstable of 2025-02")
+    r = al.run("cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=2048)
+    assert bool(r.summary["contents_checked"]) and bool(r.summary["contents_ok"])
+
+
 def _virtual_one_area(**params) -> al.RunResult:
     return al.run("cma_concurrent", **on("virtual", TWO_NODES), costs="table", regions=1, pages_per_region=4096,
                   **params)  # fmt: skip
@@ -151,6 +160,9 @@ def test_lock_kinds_can_be_overridden():
         ({"alloc_mutex": "both"}, "alloc_mutex"),
         ({"fill": 1.5}, "fill"),
         ({"pages_per_region": 2**30, "backing": "real"}, "^memory: this run needs"),  # more than the host has
+        ({"copy_ns": 400}, "^copy_ns: 400 with backing='real'"),  # the real backing copies; copy_ns is for 'none'
+        ({"batch_rule": "v6.9"}, "batch_rule"),
+        ({"check": "sometimes"}, "check"),
     ],
 )
 def test_bad_input_is_value_error(params, word):
@@ -167,7 +179,13 @@ def test_a_timeout_stops_the_run_and_memory_still_comes_back():
     # The set-up (filling 2 x 64 Ki pages) takes a fraction of the timeout; the workers then migrate each page for
     # at least a millisecond, a minute per area: the timeout stops them, and finish() checks every page came back.
     r = al.run(
-        "cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=1 << 16, migrate_ns=10**6, timeout_s=5.0
+        "cma_concurrent",
+        topology=TWO_NODES,
+        regions=2,
+        pages_per_region=1 << 16,
+        backing="none",
+        migrate_ns=10**6,
+        timeout_s=5.0,
     )
     assert r.stopped and r.stop_reason == "timeout after 5.000000 s"
     assert r.summary["lock_counts_exact"] is None
