@@ -440,6 +440,60 @@ TEST_F(CmaTest, PinnedPageFailsTheAttemptWhichRollsBackAndRetriesFurther) {
   give_back_all({{&area, {page, 512}}});
 }
 
+TEST_F(CmaTest, BitmapPositionsFollowTheAreaGeometry) {
+  // cma_alloc_positions: the first aligned position, then one every mask + 1 bits while the bits fit.
+  build("node:1 core:1 pu:1", {0}, 4096, 4096, AllocMutex::global, Backing::none, 0);  // one bit per page
+  const Cma& a = (*cma)[0];
+  EXPECT_EQ(cma_alloc_positions(a, 4096, 1), 1u);     // the whole area: one position
+  EXPECT_EQ(cma_alloc_positions(a, 512, 1), 3585u);   // 4096 - 512 + 1
+  EXPECT_EQ(cma_alloc_positions(a, 1000, 512), 7u);   // 0, 512, ..., 3072 (3584 + 1000 > 4096)
+  EXPECT_EQ(cma_alloc_positions(a, 4096, 4096), 1u);  // the base is 4096-aligned (top of an 8192-page node)
+  EXPECT_THROW(cma_alloc_positions(a, 4097, 1), std::invalid_argument);
+  EXPECT_THROW(cma_alloc_positions(a, 1, 3), std::invalid_argument);
+}
+
+TEST_F(CmaTest, BitmapPositionsOfAnAreaOffTheAlignment) {
+  build("node:1 core:1 pu:1", {0}, 1536, 4608);  // base = 512 mod 1024; one bit per pageblock (3 bits)
+  const Cma& a = (*cma)[0];
+  ASSERT_EQ(a.base_pfn % 1024, 512u);
+  // align 1024 pages: mask 1, offset 1: the first aligned position is bit 1 (pfn base + 512), the only one.
+  EXPECT_EQ(cma_alloc_positions(a, 512, 1024), 1u);
+  EXPECT_EQ(cma_alloc_positions(a, 1024, 1024), 1u);  // bits 1-2: up to the area's end
+  EXPECT_EQ(cma_alloc_positions(a, 1536, 1024), 0u);  // the whole area does not start 1024-aligned
+  EXPECT_EQ(cma_alloc_positions(a, 1536, 512), 1u);
+}
+
+TEST_F(CmaTest, EveryPositionBusyMakesOneAttemptPerPositionThenGivesUp) {
+  // One page pinned in each pageblock: every attempt fails with -EBUSY, so cma_alloc tries each of the P positions
+  // the geometry gives, rolls each back, and its last search finds none: mutex = P, cma->lock = 2P + 1.
+  const uint64_t N = 2048;
+  build("node:1 core:1 pu:1", {0}, N, 4096);
+  Cma& area = (*cma)[0];
+  AddressSpace& f = new_file(N);
+  ASSERT_EQ(fill(area, f, N), N);
+  std::vector<Page*> pinned;
+  for (uint64_t pgoff = 0; pgoff < N; ++pgoff) {
+    Page* p = f.xa_load(pgoff);
+    if ((ms->page_to_pfn(p) - area.base_pfn) % pageblock_nr_pages == 7) pinned.push_back(p);
+  }
+  ASSERT_EQ(pinned.size(), N / pageblock_nr_pages);
+  for (Page* p : pinned) get_page(*p);
+  const uint64_t P = cma_alloc_positions(area, 512, 512);
+  ASSERT_EQ(P, N / pageblock_nr_pages);
+  CmaAllocStats st;
+  Page* page = nullptr;
+  measure([&] { page = cma_alloc(area, *mc, 0, 512, 512, &st); });
+  EXPECT_EQ(page, nullptr);
+  EXPECT_EQ(st.last_error, -EBUSY);
+  EXPECT_EQ(st.busy_retries, P);
+  EXPECT_EQ(acq("cma_mutex"), P);
+  EXPECT_EQ(acq("cma->lock"), 2 * P + 1);
+  EXPECT_EQ(area.available_count(), N);
+  EXPECT_EQ(area.bits_set(), 0u);
+  for (Page* p : pinned) put_page_testzero(*p);
+  give_back_all();
+}
+
 TEST_F(CmaTest, NoTargetMemoryIsEnomemWithoutRetryAndRollsBack) {
   const uint64_t N = 2048;
   build("node:1 core:1 pu:1", {0}, N, 2048);

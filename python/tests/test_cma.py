@@ -5,6 +5,9 @@ Counts and invariants only: no assertion on a wall-clock time (the machine may b
 
 from __future__ import annotations
 
+import tomllib
+from importlib import resources
+
 import pytest
 from conftest import on
 
@@ -87,6 +90,53 @@ def test_smallest_areas_side_by_side_on_one_node_come_back(alloc_mutex):
             assert "EBUSY" in s["failure_reasons"], s["failure_reasons"]
 
 
+def test_the_default_is_the_seed_kernel_with_real_copies():
+    table = al.scenarios().query("scenario == 'cma_concurrent'").set_index("parameter")
+    assert table.loc["backing", "default"] == "real" and table.loc["copy_ns", "default"] == 0
+    assert table.loc["batch_rule", "default"] == "v6.7" and table.loc["check", "default"] == "off"
+    assert table["kernel"].iloc[0].startswith("v6.14 mm-unstable of 2025-02")
+    r = al.run("cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=2048)
+    assert bool(r.summary["contents_checked"]) and bool(r.summary["contents_ok"])
+
+
+def _virtual_one_area(**params) -> al.RunResult:
+    return al.run("cma_concurrent", **on("virtual", TWO_NODES), costs="table", regions=1, pages_per_region=4096,
+                  **params)  # fmt: skip
+
+
+def test_virtual_time_charges_the_profile_copy_cost_per_migrated_page():
+    # One worker, table costs: the runs differ only in folio_copy. A real 4 KiB copy costs the profile's memcpy
+    # (4 KiB read + 4 KiB written at the core's copy bandwidth: one worker, so the node's share is not the limit);
+    # copy_ns with backing='none' is a busy-wait of exactly copy_ns; copy_ns=0 there is no copy work.
+    host = tomllib.loads((resources.files("alloclab") / "profiles" / "host.toml").read_text(encoding="utf-8"))
+    gbs = min(host["bandwidth_gbs"]["core"]["value"], host["bandwidth_gbs"]["node"]["value"])
+    none = _virtual_one_area(backing="none", copy_ns=0)
+    waited = _virtual_one_area(backing="none", copy_ns=400)
+    real = _virtual_one_area(backing="real", copy_ns=0)
+    m = int(none.summary["pages_migrated"])
+    assert m > 3900 and real.summary["pages_migrated"] == waited.summary["pages_migrated"] == m
+    hold = {k: float(r.workers["alloc_contig_s"].iloc[0]) for k, r in (("none", none), ("w", waited), ("r", real))}
+    assert hold["w"] - hold["none"] == pytest.approx(m * 400e-9, rel=1e-3)
+    assert hold["r"] - hold["none"] == pytest.approx(m * 2 * 4096 / gbs * 1e-9, rel=1e-3)
+
+
+def test_global_mutex_second_worker_waits_the_first_workers_hold():
+    # Two areas on two nodes, one cma_mutex, in virtual time (deterministic: no flake). Both workers reach
+    # mutex_lock at about the same time; the second sleeps until the first's alloc_contig_range ends. Its wait
+    # is the first's hold plus the futex wake-up (5.43 us in the host profile) and a few line transfers, minus
+    # the sub-microsecond claim under cma->lock before the mutex (measured: +5.87 us on a 2.28 ms hold). Tolerance
+    # 1% of the hold (23 us): four times that excess, and a broken hand-off is off by a whole hold (100%).
+    r = al.run("cma_concurrent", **on("virtual", TWO_NODES), costs="table", alloc_mutex="global", **SMALL)
+    w = r.workers.sort_values("mutex_wait_s")
+    first, second = w.iloc[0], w.iloc[1]
+    assert first["alloc_contig_s"] > 1e-3
+    assert first["mutex_wait_s"] < 0.01 * first["alloc_contig_s"]
+    assert second["mutex_wait_s"] == pytest.approx(first["alloc_contig_s"], rel=0.01)
+    assert r.summary["lock_counts_exact"] is True
+    again = al.run("cma_concurrent", **on("virtual", TWO_NODES), costs="table", alloc_mutex="global", **SMALL)
+    assert again.workers["mutex_wait_s"].tolist() == r.workers["mutex_wait_s"].tolist()
+
+
 def test_partial_allocation_with_alignment():
     r = al.run("cma_concurrent", topology=TWO_NODES, alloc_pages=1000, align=512, **SMALL)
     assert bool(r.summary["lock_counts_exact"]), r.summary["zone_lock_formula"]
@@ -110,6 +160,9 @@ def test_lock_kinds_can_be_overridden():
         ({"alloc_mutex": "both"}, "alloc_mutex"),
         ({"fill": 1.5}, "fill"),
         ({"pages_per_region": 2**30, "backing": "real"}, "^memory: this run needs"),  # more than the host has
+        ({"copy_ns": 400}, "^copy_ns: 400 with backing='real'"),  # the real backing copies; copy_ns is for 'none'
+        ({"batch_rule": "v6.9"}, "batch_rule"),
+        ({"check": "sometimes"}, "check"),
     ],
 )
 def test_bad_input_is_value_error(params, word):
@@ -126,7 +179,13 @@ def test_a_timeout_stops_the_run_and_memory_still_comes_back():
     # The set-up (filling 2 x 64 Ki pages) takes a fraction of the timeout; the workers then migrate each page for
     # at least a millisecond, a minute per area: the timeout stops them, and finish() checks every page came back.
     r = al.run(
-        "cma_concurrent", topology=TWO_NODES, regions=2, pages_per_region=1 << 16, migrate_ns=10**6, timeout_s=5.0
+        "cma_concurrent",
+        topology=TWO_NODES,
+        regions=2,
+        pages_per_region=1 << 16,
+        backing="none",
+        migrate_ns=10**6,
+        timeout_s=5.0,
     )
     assert r.stopped and r.stop_reason == "timeout after 5.000000 s"
     assert r.summary["lock_counts_exact"] is None

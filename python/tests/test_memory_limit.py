@@ -161,7 +161,7 @@ FOOTPRINT = {
     "vmalloc_stress": dict(threads=4, live=200_000, ops=200_000, map_pages=True, node_pages=1 << 20),
     "hugetlb_boot": dict(pages=8192),
     "shmem_fault": dict(threads=2, pages_per_thread=1 << 20, backing="none"),
-    "cma_concurrent": dict(regions=2, pages_per_region=1 << 19),
+    "cma_concurrent": dict(regions=2, pages_per_region=1 << 19, backing="none"),
 }
 SLACK_MIB = 48  # the interpreter's own growth while it runs and converts a result
 

@@ -1,4 +1,5 @@
-// CMA areas, cma_alloc and cma_release (see cma.hpp): mm/cma.c of v6.13 with the per-CMA lock patch as a switch.
+// CMA areas, cma_alloc and cma_release (see cma.hpp): mm/cma.c of the seed's tree (v6.14-rc mm-unstable) with the
+// per-CMA lock patch as a switch.
 #include "alloclab/mm/cma.hpp"
 
 #include <algorithm>
@@ -248,7 +249,7 @@ std::vector<std::string> CmaAreas::check(bool idle) const {
 
 // ---- cma_alloc / cma_release --------------------------------------------------------------------------------------
 
-void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count, CmaAllocStats* stats) {
+void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count) {
   const uint64_t bitmap_no = (pfn - cma.base_pfn) >> cma.order_per_bit;
   const uint64_t bitmap_count = cma_bitmap_pages_to_bits(cma, count);
   LockToken t;
@@ -256,16 +257,33 @@ void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count, CmaAllocStats* sta
   bitmap_clear(cma.bitmap_, bitmap_no, bitmap_count);
   cma.available_count_ += count;
   cma.lock.unlock(t);
-  if (stats) ++stats->cma_lock;
 }
 
-Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t align, CmaAllocStats* stats,
-                const std::function<bool()>& fatal_signal_pending) {
+namespace {
+void check_alloc_args(const Cma& cma, uint64_t count, uint64_t align) {
   if (count == 0 || count > cma.count)
     bad_arg("count: " + std::to_string(count) + " pages is out of range for " + cma.name + " (allowed: 1.." +
             std::to_string(cma.count) + ")");
   if (align == 0 || !std::has_single_bit(align))
     bad_arg("align: " + std::to_string(align) + " is not a power of two (allowed: 1, 2, 4, ... pages)");
+}
+}  // namespace
+
+uint64_t cma_alloc_positions(const Cma& cma, uint64_t count, uint64_t align) {
+  check_alloc_args(cma, count, align);
+  const unsigned align_order = unsigned(std::countr_zero(align));
+  const uint64_t mask = cma_bitmap_aligned_mask(cma, align_order);
+  const uint64_t offset = cma_bitmap_aligned_offset(cma, align_order);
+  const uint64_t bits = cma_bitmap_pages_to_bits(cma, count), maxno = cma.bitmap_maxno();
+  // bitmap_find_next_zero_area_off from 0 on a clear bitmap: __ALIGN_MASK(0 + offset, mask) - offset.
+  const uint64_t first = ((offset + mask) & ~mask) - offset;
+  if (first + bits > maxno) return 0;
+  return (maxno - bits - first) / (mask + 1) + 1;
+}
+
+Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t align, CmaAllocStats* stats,
+                const std::function<bool()>& fatal_signal_pending) {
+  check_alloc_args(cma, count, align);
   CmaAllocStats local;
   CmaAllocStats& st = stats ? *stats : local;
   ++st.calls;
@@ -282,7 +300,6 @@ Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t 
     {
       LockToken t;
       cma.lock.lock(t);
-      ++st.cma_lock;
       // If the request is larger than the available number of pages, stop right away.
       if (count > cma.available_count_) {
         cma.lock.unlock(t);
@@ -314,7 +331,7 @@ Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t 
       page = mc.ms.pfn_to_page(pfn);
       break;
     }
-    cma_clear_bitmap(cma, pfn, count, &st);
+    cma_clear_bitmap(cma, pfn, count);
     if (ret != -EBUSY) break;
     ++st.busy_retries;
     // Try again with a bit different memory target.
@@ -327,13 +344,13 @@ Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t 
   return page;
 }
 
-bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_t count, CmaAllocStats* stats) {
+bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_t count) {
   if (!pages || count == 0) return false;
   const uint64_t pfn = ms.page_to_pfn(pages);
   // cma_pages_valid
   if (page_to_nid(*pages) != cma.nid || !cma.contains(pfn) || pfn + count > cma.base_pfn + cma.count) return false;
   free_contig_range(ms, cpu, pfn, count);
-  cma_clear_bitmap(cma, pfn, count, stats);
+  cma_clear_bitmap(cma, pfn, count);
   return true;
 }
 

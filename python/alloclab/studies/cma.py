@@ -6,12 +6,13 @@ Seed: Ge Yang, "mm/cma: using per-CMA locks to improve concurrent allocation per
 (``time`` of each terminal): without the patch ~7 s / ~14 s / ~21 s, with it ~7 s / ~8 s / ~7 s. ``PUBLISHED``
 holds exactly that, nothing else, each row with the seed's line it comes from.
 
-Ours: the ``cma_concurrent`` scenario on a 4-node model (area *i* on node *i*, its worker pinned there), 1-4
-regions x both variants, interleaved repeats; then, with per-area mutexes, ``files="shared"`` (the seed's one
-file: one ``mapping->i_pages`` lock for every area) vs ``"per_area"`` files, which tests the hypothesis that the
-shared page-cache lock explains the seed's 8 s outlier. Beside the times, every run checks its lock counts against
-the documented formula (``lock_counts_exact``), and lock_stat's wait time on the mutexes shows the staircase's
-cause. With more regions than host PUs a run is oversubscribed: the table says so.
+Ours: the ``cma_concurrent`` scenario with its defaults (the seed's kernel, mm-unstable on v6.14-rc: v6.7's pcp
+rules, no ``check_new_pages``; each migration copies its 4 KiB page for real) on a 4-node model (area *i* on node
+*i*, its worker pinned there), 1-4 regions x both variants, interleaved repeats; then, with per-area mutexes,
+``files="shared"`` (the seed's one file: one ``mapping->i_pages`` lock for every area) vs ``"per_area"`` files,
+which tests the hypothesis that the shared page-cache lock explains the seed's 8 s outlier. Beside the times, every
+run checks its lock counts against the documented formula (``lock_counts_exact``), and lock_stat's wait time on the
+mutexes shows the staircase's cause. With more regions than host PUs a run is oversubscribed: the table says so.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 // CMA: contiguous memory areas — struct cma with its bitmap, cma_alloc / cma_release, and the lock around
 // alloc_contig_range that the seed patch made per area.
 //
-// Models: mm/cma.c and mm/cma.h of v6.13 (single-range areas, before the multi-range series of v6.15) plus Ge
-// Yang's "mm/cma: using per-CMA locks to improve concurrent allocation performance" (v6.15) as a switch:
+// Models: mm/cma.c and mm/cma.h of the tree Ge Yang's "mm/cma: using per-CMA locks to improve concurrent
+// allocation performance" patched (mm-unstable on v6.14-rc, 2025-02; both released in v6.15), for single-range areas:
+// its cma_range_alloc() on an area's one struct cma_memrange is v6.13's cma_alloc() loop. The patch is a switch:
 //   * CmaAreas is one MemorySystem's cma_areas[] + cma_area_count + the file-global
 //     `static DEFINE_MUTEX(cma_mutex)` (lock class "cma_mutex"). Its areas are declared right after the
 //     MemorySystem is built, before anything is allocated: cma_declare_contiguous_nid places each at the top of its
@@ -21,8 +22,10 @@
 //     failure cma_clear_bitmap (cma->lock again) restores the bits; -EBUSY retries from bitmap_no + mask + 1, any
 //     other error gives up.
 //   * cma_release(pages, count): free_contig_range + cma_clear_bitmap.
-// Lock acquisitions of one cma_alloc that made A attempts, F of which failed:
-//     alloc mutex (cma_mutex or this area's cma->alloc_mutex) = A,   cma->lock = A + F,
+// Lock acquisitions of one cma_alloc in an area nobody else allocates from, with P = cma_alloc_positions() and E
+// attempts that failed with -EBUSY (S = 1 if it returned pages, else 0):
+//     attempts A = min(1 + E, P): alloc mutex (cma_mutex or this area's cma->alloc_mutex) = A,
+//     cma->lock = A claims + (A - S) roll-backs + 1 if the search ran out of positions (S = 0 and E = P),
 //   plus, per attempt, those of alloc_contig_range (page_alloc_contig.hpp). cma_release: cma->lock once.
 // `align` is in pages and must be a power of two (the kernel passes its log2, an order).
 // Virtual time: each bitmap word find_next_bit scans and bitmap_set/clear write is a bitmap_word on its line.
@@ -62,7 +65,6 @@ struct CmaAreaSpec {
   X(attempts, sum, "alloc_contig_range calls = alloc mutex acquisitions")        \
   X(busy_retries, sum, "attempts that failed with -EBUSY (the search moved on)") \
   X(failures, sum, "cma_alloc calls that returned nullptr")                      \
-  X(cma_lock, sum, "cma->lock acquisitions (claims + roll-backs)")               \
   X(mutex_wait_ticks, sum, "clock ticks waiting for the alloc mutex")            \
   X(mutex_hold_ticks, sum, "clock ticks holding it (alloc_contig_range)")
 struct CmaAllocStats {
@@ -105,7 +107,7 @@ class alignas(64) Cma {
 
  private:
   friend Page* cma_alloc(Cma&, MigrateContext&, int, uint64_t, uint64_t, CmaAllocStats*, const std::function<bool()>&);
-  friend void cma_clear_bitmap(Cma&, uint64_t, uint64_t, CmaAllocStats*);
+  friend void cma_clear_bitmap(Cma&, uint64_t, uint64_t);
   Lock* alloc_lock_;
   uint64_t available_count_;      // protected by lock
   line_vector<uint64_t> bitmap_;  // protected by lock
@@ -149,11 +151,16 @@ Page* cma_alloc(Cma& cma, MigrateContext& mc, int cpu, uint64_t count, uint64_t 
                 CmaAllocStats* stats = nullptr, const std::function<bool()>& fatal_signal_pending = {});
 // cma_release: gives back `count` pages from `pages` (which cma_alloc returned) on model CPU `cpu`. False, with
 // nothing done, when they are not inside the area.
-bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_t count,
-                 CmaAllocStats* stats = nullptr);
+bool cma_release(Cma& cma, MemorySystem& ms, int cpu, const Page* pages, uint64_t count);
 // cma_clear_bitmap: the bits of [pfn, pfn + count) cleared and count given back to available_count, under
 // cma->lock.
-void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count, CmaAllocStats* stats = nullptr);
+void cma_clear_bitmap(Cma& cma, uint64_t pfn, uint64_t count);
+
+// The bitmap positions cma_alloc(count, align) can try in `cma` when nothing else is allocated in it (its bitmap is
+// clear at every search): the first aligned position (cma_bitmap_aligned_offset / _mask) where the count's bits fit,
+// then one every mask + 1 bits, as each -EBUSY moves the search on (start = bitmap_no + mask + 1), while the bits
+// still fit below cma_bitmap_maxno. 0 when none fits. Throws std::invalid_argument as cma_alloc does.
+uint64_t cma_alloc_positions(const Cma& cma, uint64_t count, uint64_t align);
 
 // bitmap_find_next_zero_area_off (lib/bitmap.c) on a bitmap of `size` bits.
 uint64_t bitmap_find_next_zero_area_off(std::span<const uint64_t> map, uint64_t size, uint64_t start, uint64_t nr,

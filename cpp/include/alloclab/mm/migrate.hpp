@@ -12,15 +12,16 @@
 //     alloc_migration_target() (the normal allocator: pcp, zone->lock refills), folio_migrate_mapping() (under the
 //     owner's mapping->i_pages: freeze the reference count at 2 — page cache + isolation — or fail with -EAGAIN,
 //     move ->mapping/->index/dirty/swapbacked, replace the xarray slot), folio_migrate_copy() (a real 4 KiB
-//     memcpy with backing="real", else a calibrated busy-wait of copy_ns), the new page onto the LRU (lru_lock: the
-//     LRU cache is disabled during alloc_contig_range), then the old page's last reference is dropped and it is
-//     freed — into its MIGRATE_ISOLATE pageblock, so through free_one_page() under zone->lock. A missing target
-//     ends migrate_pages() at once with -ENOMEM; -EAGAIN pages stay on the list (the caller retries them).
+//     memcpy with backing="real", else a stated busy-wait of copy_ns, 0 = no copy work), the new page onto the LRU
+//     (lru_lock: the LRU cache is disabled during alloc_contig_range), then the old page's last reference is dropped
+//     and it is freed — into its MIGRATE_ISOLATE pageblock, so through free_one_page() under zone->lock. A missing
+//     target ends migrate_pages() at once with -ENOMEM; -EAGAIN pages stay on the list (the caller retries them).
 // The batch is a std::vector<Page*> (the kernel links it through page->lru, which here holds the LRU links).
 // Targets come from the range's node only (__GFP_THISNODE): the kernel prefers that node and would spill to others
 // only when it is full; the model keeps each node's migration on its node.
 // Virtual time: the isolation walk reads each struct page, the refcount freeze/unfreeze are atomic RMWs, the page
-// cache slot is one xarray step, and folio_copy with real backing moves 3 x 4 KiB over the node's memory bus.
+// cache slot is one xarray step, and folio_copy with real backing is a 4 KiB copy at the profile's copy cost
+// (vcost::copy: its memcpy bandwidth, 4 KiB read + 4 KiB written).
 // Leaves out: the page lock (PG_locked, folio_trylock), rmap (try_to_migrate / remove_migration_ptes: the pages are
 // not mapped), anon pages, non-LRU movable pages, THP and hugetlb folios, memcg (mem_cgroup_migrate), writeback
 // waits, reclaim_clean_pages_from_list (shmem pages are not clean file pages), NR_ISOLATED_* counters,
@@ -50,7 +51,7 @@ struct MigrateContext {
   MigrateContext(MemorySystem& ms, NodeLruvecs& lru, uint64_t copy_ns = 0, uint64_t extra_ns = 0);
   MemorySystem& ms;
   NodeLruvecs& lru;
-  uint64_t copy_ticks;   // folio_copy with backing="none" (with "real" the 4 KiB are copied and this is unused)
+  uint64_t copy_ticks;   // folio_copy with backing="none": a stated cost (with "real" the 4 KiB are copied)
   uint64_t extra_ticks;  // per migrated page: the work the model leaves out (rmap, memcg, page lock, ...)
 };
 

@@ -149,6 +149,9 @@ inline void bulk(uint64_t bytes, int node) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->bulk(bytes, node);
 }
+// A memcpy of `bytes` within node `node`'s memory, at the profile's copy cost: its bandwidth_gbs were calibrated
+// as memcpy counting bytes read plus bytes written (lab/calibrate.hpp), so a copy of `bytes` streams 2 x bytes.
+inline void copy(uint64_t bytes, int node) { bulk(2 * bytes, node); }
 inline void forget(const void* p, uint64_t bytes) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->forget(p, bytes);

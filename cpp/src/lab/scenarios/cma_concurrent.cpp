@@ -3,9 +3,29 @@
 // one /dev/shm file, then allocated 10 GiB from each area at once through debugfs: with the global cma_mutex the
 // three finished at ~7/14/21 s, with a per-area cma->alloc_mutex at ~7/8/7 s.
 //
-// Model: mm/cma.c of v6.13 with the patch as the switch `alloc_mutex` (global -> per_area), alloc_contig_range of
-// v6.2 (same phases through v6.14) on alloclab::mm's page allocator; see cma.hpp, page_alloc_contig.hpp and
-// migrate.hpp for what each part models and leaves out.
+// Kernel: the seed (v2, 2025-02-10) patches mm-unstable on v6.14-rc: its context is cma_range_alloc() with struct
+// cma_memrange (Frank van der Linden's multi-range series, released with the patch in v6.15). The scenario runs
+// that kernel's rules by default (the `batch_rule` and `check` parameters select the older ones):
+//   * CMA: mm/cma.c cma_range_alloc() of that tree, for single-range areas (hugetlb_cma areas have one range):
+//     under cma->lock (spin_lock_irq) stop if count > cma->available_count, bitmap_find_next_zero_area_off,
+//     bitmap_set, available_count -= count; then alloc_contig_range() under the global cma_mutex (the seed's
+//     "before") or cma->alloc_mutex (its "after"); cma_clear_bitmap() and retry at bitmap_no + mask + 1 on -EBUSY.
+//   * pcp batch and high: mm/page_alloc.c zone_batchsize() / zone_highsize() and the high_min/high_max
+//     auto-tuning (nr_pcp_alloc, nr_pcp_high, free_count, alloc_factor) of v6.7, unchanged in v6.14:
+//     BatchRule::v6_7.
+//   * check_new_pages: v6.4 removed check_pcp_refill from rmqueue_bulk; check_new_pages runs only when the
+//     check_pages_enabled static key is on (mm/mm_init.c: CONFIG_DEBUG_VM, or init_on_free / page poisoning /
+//     debug_pagealloc at boot), which a production kernel has off: CheckMode::off. When it is on, v6.14 checks
+//     each page in __rmqueue_pcplist under pcp->lock, a placement the model does not have (in_lock is v6.2's
+//     check under zone->lock, after_unlock the pcp-refill seed's).
+//   * alloc_contig_range: the v6.2 phases (isolate, drain_all_pages, __alloc_contig_migrate_range,
+//     test_pages_isolated, isolate_freepages_range, undo), which v6.14's alloc_contig_range_noprof keeps.
+//   Not modelled from that kernel: drain_pages_zone() freeing at most pcp->batch << CONFIG_PCP_BATCH_SCALE_MAX
+//   pages per pcp->lock (v6.10: a drain of a larger pcp takes the lock more than once; the model drains in one
+//   section); migrate_pages() in batches (v6.3: unmap every folio of the list, then move them; the model moves
+//   page by page, the same locks in another order); cma_declare_contiguous_nid() trying bottom-up above 4 GiB
+//   first (the model places areas top-down in their node); the frozen-page API.
+// See cma.hpp, page_alloc_contig.hpp and migrate.hpp for what each part models and leaves out.
 //   prepare (untimed, not in lock_stat): `regions` areas of `pages_per_region` pages, area i on model node
 //     i % nodes, placed at the top of the node, with room below for the migration targets (every page that may be
 //     migrated, plus the high watermark and the pcp lists). Each area is filled to `fill` with page-cache pages of
@@ -22,10 +42,17 @@
 // Summary: completion times sorted (completion_s_1 ... and completion_sorted_s), fastest_s, slowest_s,
 // ratio_slowest_fastest, totals, and every lock count beside its formula.
 //
-// The formula (per worker with A attempts, F of them failed; per attempt on a range of B pageblocks with M pages
-// migrated; see page_alloc_contig.hpp):
-//   alloc mutex (cma_mutex if global, else cma->alloc_mutex) = sum A
-//   cma->lock          = sum (A + F)
+// Migration copies each page for real by default (backing='real': 4 KiB of node memory per frame, prefaulted; in
+// virtual time the copy costs the profile's 4 KiB memcpy, vcost::copy); copy_ns is an experiment with
+// backing='none' only: a busy-wait per copy instead of one.
+// The formula (per attempt on a range of B pageblocks with M pages migrated; see page_alloc_contig.hpp):
+//   alloc mutex (cma_mutex if global, else cma->alloc_mutex) = sum over workers of A = min(1 + E, P)
+//   cma->lock          = sum over workers of A + (A - S) + [S = 0 and E = P]
+//                        from the geometry (cma_alloc_positions): P = the bitmap positions alloc_pages at align
+//                        can take in the worker's area; E = its -EBUSY attempts, a race (pages a concurrent
+//                        call frees into its range, a pcp the drain missed), counted: the layout forces none,
+//                        since every area is whole pageblocks of its own holding only movable page cache; S = 1 if
+//                        it got its pages. The search never stops on available_count: one worker per area.
 //   pcpu_drain_mutex   = one per isolated range (the drain after start_isolate_page_range)
 //   zone->lock         = sum (2B + M + 1 + T + H) + R + D + Y
 //                        (isolate + undo per pageblock, one free per migrated page, the test, the take sections,
@@ -88,7 +115,13 @@ class CmaConcurrent final : public Scenario {
         order_per_bit_(unsigned(p.i("order_per_bit"))),
         backing_(p.s("backing") == "real" ? Backing::real : Backing::none),
         copy_ns_(uint64_t(p.i("copy_ns"))),
-        migrate_ns_(uint64_t(p.i("migrate_ns"))) {
+        migrate_ns_(uint64_t(p.i("migrate_ns"))),
+        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
+        check_(kCheckModeNames.parse(p.s("check"), "check")) {
+    if (copy_ns_ && backing_ == Backing::real)
+      throw std::invalid_argument("copy_ns: " + std::to_string(copy_ns_) +
+                                  " with backing='real' (allowed: 0; the real backing copies each 4 KiB page, and "
+                                  "copy_ns is the stated cost of a copy with backing='none')");
     if (pages_ % pageblock_nr_pages)
       throw std::invalid_argument("pages_per_region: " + std::to_string(pages_) + " is not a multiple of " +
                                   std::to_string(pageblock_nr_pages) +
@@ -253,10 +286,29 @@ class CmaConcurrent final : public Scenario {
     const uint64_t pcp_skipped = std::min(Y - c.headtail_trylock_fail, pcp_takers);
     const uint64_t pcp = pcp_takers + c.headtail_to_pcp - pcp_skipped;
     const auto n = [](uint64_t v) { return std::to_string(v); };
+    // alloc mutex and cma->lock from the geometry (cma.hpp): each area's bitmap positions P for alloc_pages at
+    // align, and, per worker, the -EBUSY attempts E (a race: the layout forces none, as each area is whole
+    // pageblocks of its own and holds only movable page cache) and whether it got its pages (S).
+    uint64_t mutex = 0, cma_lock = 0;
+    std::string ps, es, ss;
+    for (int w = 0; w < regions_; ++w) {
+      const uint64_t P = cma_alloc_positions((*cma_)[w], alloc_pages_, align_);
+      const uint64_t E = stats_[size_t(w)].busy_retries, S = allocated_[size_t(w)] ? 1 : 0;
+      const uint64_t A = std::min(1 + E, P);
+      mutex += A;
+      cma_lock += A + (A - S) + (S == 0 && E == P ? 1 : 0);
+      const std::string sep = w ? "," : "";
+      ps += sep + n(P), es += sep + n(E), ss += sep + n(S);
+    }
+    const std::string geometry = "per worker, P = bitmap positions of " + n(alloc_pages_) + " pages at align " +
+                                 n(align_) + " in its area = [" + ps + "], E = -EBUSY races counted = [" + es +
+                                 "], S = got its pages = [" + ss + "]";
     return {
-        {"alloc_mutex", alloc_mutex_class(), all.attempts, "one per alloc_contig_range attempt = " + n(all.attempts)},
-        {"cma_lock", "cma->lock", all.cma_lock,
-         "claims + roll-backs = attempts + failed attempts = " + n(all.cma_lock)},
+        {"alloc_mutex", alloc_mutex_class(), mutex,
+         "sum of attempts A = min(1 + E, P); " + geometry + " = " + n(mutex)},
+        {"cma_lock", "cma->lock", cma_lock,
+         "sum of A claims + (A - S) roll-backs + 1 if the positions ran out (S = 0, E = P); " + geometry + " = " +
+             n(cma_lock)},
         {"pcpu_drain_mutex", "pcpu_drain_mutex", c.isolations, "one per isolated range = " + n(c.isolations)},
         {"zone_lock", "zone->lock", zone,
          "2B + M + tests + T + H + R + D + Y = 2x" + n(B) + " + " + n(M) + " + " + n(c.test_locks) + " + " + n(T) +
@@ -340,6 +392,8 @@ class CmaConcurrent final : public Scenario {
     for (int i = 0; i < regions_; ++i) ++areas_on[size_t(i % nodes)];
     MemoryConfig cfg;
     cfg.backing = backing_;
+    cfg.batch_rule = rule_;
+    cfg.check = check_;
     cfg.node_pages.assign(size_t(nodes), 0);
     for (int n = 0; n < nodes; ++n)
       if (areas_on[size_t(n)])
@@ -436,6 +490,8 @@ class CmaConcurrent final : public Scenario {
   const unsigned order_per_bit_;
   const Backing backing_;
   const uint64_t copy_ns_, migrate_ns_;
+  const BatchRule rule_;
+  const CheckMode check_;
 
   std::unique_ptr<MemorySystem> ms_;
   std::unique_ptr<CmaAreas> cma_;
@@ -479,20 +535,31 @@ ScenarioDef cma_concurrent_scenario() {
                                 "or each area's cma->alloc_mutex (after)"),
               ParamSpec::integer("order_per_bit", 9, 0, 9,
                                  "pages per bitmap bit = 2^order_per_bit (hugetlb_cma: 9, one bit per 2 MiB)"),
-              ParamSpec::choice("backing", "none", {"none", "real"},
-                                "page contents: none (copies are a calibrated busy-wait of copy_ns) or real (4 KiB "
-                                "of node memory per page, really copied, and checked after the run)"),
-              ParamSpec::integer("copy_ns", 400, 0, 1'000'000,
-                                 "cost of one 4 KiB folio_copy with backing='none' (about 300-500 ns on a server)"),
+              ParamSpec::choice("backing", "real", {"real", "none"},
+                                "page contents: real (4 KiB of node memory per page, prefaulted, really copied by "
+                                "each migration and checked after the run; virtual time charges the profile's copy "
+                                "cost) or none (descriptors only: a copy costs copy_ns)"),
+              ParamSpec::integer("copy_ns", 0, 0, 1'000'000,
+                                 "an experiment: a busy-wait of copy_ns per folio_copy instead of the copy, with "
+                                 "backing='none' only (0 = no copy work)"),
               ParamSpec::integer("migrate_ns", 0, 0, 1'000'000,
                                  "extra busy-wait per migrated page for what the model leaves out (rmap, memcg, "
                                  "page lock, LRU drains); ~2000 brings a page near the seed's 2.7 us"),
+              ParamSpec::choice("batch_rule", "v6.7", kBatchRuleNames.list(),
+                                "pcp batch/high rules: v6.7 = the seed's kernel (v6.14, unchanged since v6.7's "
+                                "high_min/high_max auto-tuning); v6.2 = the rules before it"),
+              ParamSpec::choice("check", "off", kCheckModeNames.list(),
+                                "where check_new_pages runs: off = the seed's kernel (v6.4+: only with "
+                                "check_pages_enabled, off without CONFIG_DEBUG_VM); in_lock = v6.2's "
+                                "check_pcp_refill under zone->lock; after_unlock = the pcp-refill patch"),
           },
           [](const Params& p) { return std::make_unique<CmaConcurrent>(p); },
           "pages_per_region",
           int64_t(pageblock_nr_pages),
           {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}},
-          "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
+          "v6.14 mm-unstable of 2025-02 (the tree the seed patched; its cma_range_alloc is in v6.15), pcp batch/high "
+          "rules of v6.7 (BatchRule::v6_7, unchanged in v6.14), no check_new_pages (CheckMode::off: "
+          "check_pages_enabled is off without CONFIG_DEBUG_VM or init_on_free/debug_pagealloc)"};
 }
 
 }  // namespace alloclab
