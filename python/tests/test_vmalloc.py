@@ -35,6 +35,11 @@ def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k, clock):
     assert ("vn->busy.lock" if vmap_nodes == 1 else "vmap_area_lock") not in rows.index
     assert s["busy_lock_acquisitions"] == (k + 1) * 6000
     assert s["drains"] > 0 and rows.loc["vmap_purge_lock"].acquisitions >= s["drains"]
+    # The lazy-tree lock is a lock class lock_stat sees: 1 per vfree + the purges' detaches (v6.7: 1 per purge).
+    lazy = rows.loc["purge_vmap_area_lock" if vmap_nodes == 1 else "vn->lazy.lock"].acquisitions
+    assert lazy >= 6000 and s["lazy_lock_acquisitions"] == lazy
+    if vmap_nodes == 1:
+        assert lazy == 6000 + rows.loc["vmap_purge_lock"].acquisitions
     if vmap_nodes == 1:
         # v6.7: every allocation searches the free tree.
         assert s["free_lock_per_alloc"] == 1 and s["pool_hits"] == 0

@@ -33,6 +33,8 @@
 //   purge             0
 //   lock_stat acquisitions of the class = k * allocs + frees     (frees = the vfree()s of the timed run: allocs
 //                                                                  minus the areas still held when it ended)
+// Lazy lock (purge_vmap_area_lock when vmap_nodes=1, vn->lazy.lock otherwise), exactly: 1 per vfree()
+// (free_vmap_area_noflush) + 1 per lazy-tree detach in a purge (v6.7: one per vmap_purge_lock section).
 //   summary busy_lock_per_alloc = allocation-path acquisitions / allocs = k
 // The areas still held at the end and those made in prepare are freed by finish() on one thread, untimed and
 // outside lock_stat like prepare's allocations (freed_at_teardown): a stopped run of 1024 oversubscribed workers
@@ -252,10 +254,11 @@ class VmallocStress final : public Scenario {
              n(st.free_lock_purge)},
         {"pool_lock", "vn->pool_lock", st.pool_lock, "every pool site = " + n(st.pool_lock)},
         {"purge_lock", "vmap_purge_lock", st.purge_lock, "one per purge = " + n(st.purge_lock)},
+        {"lazy_lock", std::string(space_->lazy_lock_class()), st.frees + st.lazy_lock_purge,
+         "frees (free_vmap_area_noflush) + lazy-tree detaches in purges (" +
+             std::string(space_->v67_shape() ? "one per vmap_purge_lock section" : "one per node with lazy areas") +
+             ") = " + n(st.frees) + " + " + n(st.lazy_lock_purge) + " = " + n(st.frees + st.lazy_lock_purge)},
     };
-    if (space_->lazy_lock_counted())
-      e.push_back({"lazy_lock", std::string(space_->lazy_lock_class()), st.lazy_lock,
-                   "every lazy-list site = " + n(st.lazy_lock)});
     return e;
   }
 
@@ -386,6 +389,12 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
         std::to_string(k) + " x " + std::to_string(st.allocs) + " allocations");
   if (st.busy_lock_setup != (once_ ? 0 : st.allocs))
     bug("setup_vmalloc_vm() took the busy lock the wrong number of times");
+  if (st.lazy_lock_free != st.frees)
+    bug("lazy-lock acquisitions on the free path: " + std::to_string(st.lazy_lock_free) + " for " +
+        std::to_string(st.frees) + " frees");
+  if (space_->v67_shape() && st.lazy_lock_purge != st.purge_lock)
+    bug("v6.7 purges detached the lazy tree " + std::to_string(st.lazy_lock_purge) + " times in " +
+        std::to_string(st.purge_lock) + " vmap_purge_lock sections");
   if (st.busy_lock_free != st.frees)
     bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
         std::to_string(st.frees) + " frees");
@@ -454,7 +463,6 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
   s.emplace_back("search_steps_per_search", per(st.search_steps, st.searches));
   emit_counters(st, s);
-  s.emplace_back("lazy_lock_in_lockstat", space_->lazy_lock_counted());
   s.emplace_back("map_pages", map_pages_);
   s.emplace_back("page_alloc_failures", int64_t(page_failures));
   space_.reset();
