@@ -80,7 +80,8 @@ MODEL = "node:2 core:80 pu:1"
 SHAPES = {1: "v6.7", 0: "v6.9+"}  # vmap_nodes -> shape
 #: The seed's operation first (the default), then the bare get_vm_area + vfree loop.
 SEED_PATTERN = "stress_ng_pthread"
-PATTERNS = (SEED_PATTERN, "thread_stack")
+DEFAULT_PATTERN = "thread_stack"  # the scenario's default: the bare loop
+PATTERNS = (SEED_PATTERN, DEFAULT_PATTERN)
 BOUNCE_NS = (0, 400)
 
 
@@ -134,7 +135,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (pattern, shape, bounce_ns, threads): twice and once side by side, once/twice in %, and the counts.
 
     Args:
-        runs: the sweep table (``pattern`` x ``vmap_nodes`` x ``busy_lock`` x ``threads`` x ``bounce_ns``).
+        runs: the sweep table (``pattern`` x ``vmap_nodes`` x ``busy_lock`` x ``threads`` x ``bounce_ns``; without
+            a ``pattern`` column, the scenario's default ``thread_stack``).
 
     Returns:
         ``pattern, shape, nr_vmap_nodes, bounce_ns, threads, runs, ops_per_s_twice, ops_per_s_once`` (medians of
@@ -145,6 +147,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         v6.7, ``published_gain_pct_<n>_vcpus`` for v6.9+, ``published_machine``; empty on the rows of other
         patterns than the seed's operation).
     """
+    if "pattern" not in runs:  # a sweep that left the pattern at the scenario's default
+        runs = runs.assign(pattern=DEFAULT_PATTERN)
     data = with_shape(timed(runs))
     counts = with_shape(counted(runs))
     counts = counts.assign(busy_contentions_per_kalloc=1000.0 * counts["busy_lock_contentions"].astype(float)
