@@ -35,6 +35,11 @@ def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k, clock):
     assert ("vn->busy.lock" if vmap_nodes == 1 else "vmap_area_lock") not in rows.index
     assert s["busy_lock_acquisitions"] == (k + 1) * 6000
     assert s["drains"] > 0 and rows.loc["vmap_purge_lock"].acquisitions >= s["drains"]
+    # The lazy-tree lock is a lock class lock_stat sees: 1 per vfree + the purges' detaches (v6.7: 1 per purge).
+    lazy = rows.loc["purge_vmap_area_lock" if vmap_nodes == 1 else "vn->lazy.lock"].acquisitions
+    assert lazy >= 6000 and s["lazy_lock_acquisitions"] == lazy
+    if vmap_nodes == 1:
+        assert lazy == 6000 + rows.loc["vmap_purge_lock"].acquisitions
     if vmap_nodes == 1:
         # v6.7: every allocation searches the free tree.
         assert s["free_lock_per_alloc"] == 1 and s["pool_hits"] == 0
@@ -65,6 +70,41 @@ def test_test_vmalloc_patterns_keep_the_invariants(pattern):
     assert r.summary["busy_lock_per_alloc"] == 1
 
 
+@pytest.mark.parametrize("vmap_nodes", [1, 0])
+@pytest.mark.parametrize("busy_lock,k", [("twice", 2), ("once", 1)])
+def test_stress_ng_pthread_stack_cache_counts_are_exact(vmap_nodes, busy_lock, k, clock):
+    # Rounds of P thread creations, then P joins (oldest first): the first round finds the 2-stack cache empty;
+    # each join puts a stack back while a slot is free (2 per round), the rest are vfree()d; each later round
+    # takes its first 2 stacks from the cache. 3 full rounds + 5 creations of a fourth, per worker:
+    P, R, extra = 50, 3, 5
+    ops = R * P + extra
+    r = _run(clock, threads=2, ops=ops, pattern="stress_ng_pthread", pthread_max=P, vmap_nodes=vmap_nodes,
+             busy_lock=busy_lock, lazy_max_pages=400)  # fmt: skip
+    s = r.summary
+    hits = 2 * R  # rounds 2..4 take 2 each
+    allocs = ops - hits
+    frees = R * (P - 2)
+    assert s["stack_cache_hits"] == 2 * hits and s["stack_cache_puts"] == 2 * 2 * R
+    assert s["allocs"] == 2 * allocs and s["frees"] == 2 * frees and s["alloc_failures"] == 0
+    assert s["map_pages"] and s["page_alloc_failures"] == 0
+    rows = r.lockstat.set_index("class")
+    busy = "vmap_area_lock" if vmap_nodes == 1 else "vn->busy.lock"
+    assert rows.loc[busy].acquisitions == 2 * (k * allocs + frees)
+    lazy = "purge_vmap_area_lock" if vmap_nodes == 1 else "vn->lazy.lock"
+    # 1 per vfree + the purges' detaches of the lazy tree (v6.7: one per vmap_purge_lock section).
+    assert rows.loc[lazy].acquisitions >= 2 * frees
+    if vmap_nodes == 1:
+        assert rows.loc[lazy].acquisitions == 2 * frees + rows.loc["vmap_purge_lock"].acquisitions
+    assert "zone->lock" in rows.index and "pcp->lock" in rows.index
+    assert list(r.workers.ops) == [ops, ops]
+
+
+def test_stress_ng_pthread_runs_the_seed_kernels_page_allocator_rules():
+    r = _run(threads=1, ops=10, pattern="stress_ng_pthread", pthread_max=4)
+    assert r.provenance["kernel"].startswith("v6.7")
+    assert "BatchRule::v6_7" in r.provenance["kernel"] and "CheckMode::off" in r.provenance["kernel"]
+
+
 def test_exhaustion_is_reported_not_fatal():
     r = _run(threads=2, ops=1000, live=100, vmalloc_size=1 << 20, vmap_nodes=1)
     s = r.summary
@@ -93,6 +133,8 @@ def test_map_pages_brings_the_page_allocator_in():
         ({"pattern": "nope"}, "pattern"),
         ({"vmalloc_size": 65536, "size": 65536}, "size"),
         ({"map_pages": True, "node_pages": 1000}, "node_pages"),
+        ({"pattern": "stress_ng_pthread", "pthread_max": 0}, "pthread_max"),
+        ({"pattern": "stress_ng_pthread", "clone_ns": -1}, "clone_ns"),
     ],
 )
 def test_bad_input_names_the_parameter(params, name):
@@ -103,7 +145,19 @@ def test_bad_input_names_the_parameter(params, name):
 def test_vmalloc_stress_is_listed_with_documented_parameters():
     table = al.scenarios()
     params = table[table.scenario == "vmalloc_stress"].set_index("parameter")
-    for p in ["threads", "ops", "size", "align", "busy_lock", "vmap_nodes", "pattern", "map_pages", "live"]:
+    for p in [
+        "threads",
+        "ops",
+        "size",
+        "align",
+        "busy_lock",
+        "vmap_nodes",
+        "pattern",
+        "map_pages",
+        "live",
+        "pthread_max",
+        "clone_ns",
+    ]:
         assert p in params.index and params.loc[p, "doc"]
     assert params.loc["busy_lock", "default"] == "once"
 
@@ -117,10 +171,15 @@ def test_reproduce_study_puts_the_seed_tables_beside_ours(tmp_path):
     assert set(table["shape"]) == {"v6.7", "v6.9+"}
     assert (table["busy_lock_per_alloc_twice"] == 2).all() and (table["busy_lock_per_alloc_once"] == 1).all()
     assert set(table.loc[table["shape"] == "v6.9+", "nr_vmap_nodes"]) == {128}  # the 160-CPU model
-    v67 = table[table["shape"] == "v6.7"].iloc[0]
-    v69 = table[table["shape"] == "v6.9+"].iloc[0]
+    assert set(table["pattern"]) == {"stress_ng_pthread", "thread_stack"}
+    seed_op = table[table["pattern"] == "stress_ng_pthread"]
+    v67 = seed_op[seed_op["shape"] == "v6.7"].iloc[0]
+    v69 = seed_op[seed_op["shape"] == "v6.9+"].iloc[0]
     assert v67["published_pct_160_vcpus"] == 105.5 and v67["published_pct_40_vcpus"] == 100.5
     assert v69["published_gain_pct_160_vcpus"] == 0.6 and v69["published_gain_pct_224_vcpus"] == 4.0
+    # The seed measured thread creations: its figures stand beside that operation only, not the bare loop.
+    bare = table[table["pattern"] == "thread_stack"]
+    assert len(bare) and bare[[c for c in table.columns if c.startswith("published_")]].isna().all().all()
     names = {p.name for p in run.files}
     assert {"table.csv", "published.csv", "data.csv", "lockstat.csv", "meta.json"} <= names
     assert {"once_vs_twice.png", "scaling.png", "lockstat.png"} <= names

@@ -36,6 +36,8 @@ constexpr LockClassDef kKernelClasses[] = {
     {"vn->busy.lock", LockNature::spinlock, "mm/vmalloc.c (v6.9+): per-vmap_node busy tree"},
     {"vn->pool_lock", LockNature::spinlock, "mm/vmalloc.c (v6.9+): per-vmap_node size-class pools"},
     {"vmap_purge_lock", LockNature::mutex, "mm/vmalloc.c: lazy-free purge"},
+    {"purge_vmap_area_lock", LockNature::spinlock, "mm/vmalloc.c (v6.7): the lazily freed vmap_area tree"},
+    {"vn->lazy.lock", LockNature::spinlock, "mm/vmalloc.c (v6.9+): per-vmap_node lazily freed vmap_area tree"},
     {"info->lock", LockNature::spinlock, "struct shmem_inode_info (mm/shmem.c): accounting, swap vector"},
     {"mapping->tree_lock", LockNature::spinlock, "struct address_space (2.6.35): page-cache radix tree"},
     {"lru_lock", LockNature::spinlock, "zone->lru_lock (2.6.35) / lruvec->lru_lock: LRU lists"},

@@ -8,13 +8,17 @@ sets those fields before the single insert. On v6.7 (one global ``vmap_area_lock
 ``vmap_node`` trees (``vn->busy.lock``, up to 128 of them, chosen by address) and allocations mostly come from
 per-node pools without ``free_vmap_area_lock``, only +0.6 % at 160 vCPUs and +4 % at 224.
 
-The study runs ``vmalloc_stress`` (the kernel-stack pattern of stress-ng --pthread: 16 KiB + guard at 16 KiB
-alignment, allocated and freed) on a model of the seed's 160-CPU machine (``node:2 core:80 pu:1``: 160 model
-CPUs, so ``vmap_nodes`` resolves to 128 and ``lazy_max_pages`` to fls(160) x 32 MiB, as on that machine), with
-workers only on this host's PUs. Grid: shape (``vmap_nodes`` 1 = v6.7, 0 = v6.9+ with 128 nodes) x
-``busy_lock`` (twice, once) x threads x ``bounce_ns`` (0, and a big-machine handoff cost charged when a vmalloc
-lock's data was last touched by another CPU), interleaved repeats. The table puts ours beside the seed's two
-figures (v6.7: patched/original throughput in %; v6.9+: the gain in %), keyed by shape.
+The study runs ``vmalloc_stress`` with the seed's operation, ``pattern="stress_ng_pthread"`` (the default here):
+one thread created by stress-ng's pthread stressor, its 16 KiB kernel stack from kernel/fork.c's per-CPU cache of
+two stacks or from ``__vmalloc_node_range()`` (area, 4 zeroed pages, mapping), plus a stated cost for the rest of
+the thread's life; and, as a separate pattern, the bare ``get_vm_area`` + ``vfree`` loop (``thread_stack``). It
+runs on a model of the seed's 160-CPU machine (``node:2 core:80 pu:1``: 160 model CPUs, so ``vmap_nodes`` resolves
+to 128 and ``lazy_max_pages`` to fls(160) x 32 MiB, as on that machine), with workers only on this host's PUs.
+Grid: pattern x shape (``vmap_nodes`` 1 = v6.7, 0 = v6.9+ with 128 nodes) x ``busy_lock`` (twice, once) x threads x
+``bounce_ns`` (0, and a big-machine handoff cost charged when a vmalloc lock's data was last touched by another
+CPU), interleaved repeats. The table puts ours beside the seed's two figures (v6.7: patched/original throughput in
+%; v6.9+: the gain in %), keyed by shape, only on the rows of the seed's operation (stress_ng_pthread): the bare
+loop is not what the seed measured.
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ PUBLISHED = pd.DataFrame(
 #: The model machine: the seed's 160-vCPU Ice Lake (2 sockets x 80). Workers run on host PUs 0..threads-1.
 MODEL = "node:2 core:80 pu:1"
 SHAPES = {1: "v6.7", 0: "v6.9+"}  # vmap_nodes -> shape
+#: The seed's operation first (the default), then the bare get_vm_area + vfree loop.
+SEED_PATTERN = "stress_ng_pthread"
+DEFAULT_PATTERN = "thread_stack"  # the scenario's default: the bare loop
+PATTERNS = (SEED_PATTERN, DEFAULT_PATTERN)
 BOUNCE_NS = (0, 400)
 
 
@@ -84,7 +92,7 @@ def threads_axis() -> list[int]:
 
 
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep shape x busy_lock x threads x bounce_ns and write the study's plots.
+    """Sweep pattern x shape x busy_lock x threads x bounce_ns and write the study's plots.
 
     Args:
         quick: 3,000 operations per worker, 2 repeats and a purge every 2,000 lazy pages (seconds) instead of
@@ -97,15 +105,16 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     # The kernel's lazy_max_pages() for 160 CPUs is 65536 pages; quick runs are too short to reach it, so they
     # purge every 2000 pages to still exercise the pools.
     lazy_max_pages = sized(0, 2_000, quick_mode=quick)
-    grid = {"vmap_nodes": list(SHAPES), "busy_lock": ["twice", "once"], "threads": threads_axis(),
-            "bounce_ns": list(BOUNCE_NS)}  # fmt: skip
+    grid = {"pattern": list(PATTERNS), "vmap_nodes": list(SHAPES), "busy_lock": ["twice", "once"],
+            "threads": threads_axis(), "bounce_ns": list(BOUNCE_NS)}  # fmt: skip
     result = measure("vmalloc_stress", grid=grid, repeats=repeats, topology=MODEL, progress=progress, ops=ops,
                      lazy_max_pages=lazy_max_pages)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
     notes = [
-        f"{ops} operations per worker (16 KiB + guard at 16 KiB), {repeats} timed repeats, interleaved, model {MODEL}.",
+        f"{ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
+        f"round, stacks from fork.c's 2-stack cache or vmalloc), {repeats} timed repeats, interleaved, model {MODEL}.",
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
@@ -123,24 +132,28 @@ def with_shape(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (shape, bounce_ns, threads): twice and once side by side, once/twice in %, and the counts.
+    """One row per (pattern, shape, bounce_ns, threads): twice and once side by side, once/twice in %, and the counts.
 
     Args:
-        runs: the sweep table (``vmap_nodes`` x ``busy_lock`` x ``threads`` x ``bounce_ns``).
+        runs: the sweep table (``pattern`` x ``vmap_nodes`` x ``busy_lock`` x ``threads`` x ``bounce_ns``; without
+            a ``pattern`` column, the scenario's default ``thread_stack``).
 
     Returns:
-        ``shape, nr_vmap_nodes, bounce_ns, threads, runs, ops_per_s_twice, ops_per_s_once`` (medians of the timed
-        runs), ``once_vs_twice`` (the finding: median ratio with its U-test p-value, or ``n.s.`` and why),
+        ``pattern, shape, nr_vmap_nodes, bounce_ns, threads, runs, ops_per_s_twice, ops_per_s_once`` (medians of
+        the timed runs), ``once_vs_twice`` (the finding: median ratio with its U-test p-value, or ``n.s.`` and why),
         ``busy_lock_per_alloc_twice/_once`` (exactly 2 and 1), ``busy_contentions_per_kalloc_twice/_once``
         (busy-lock contentions per 1000 allocations, the lock_stat run), ``free_lock_per_alloc`` and
         ``pool_hit_ratio`` (once), then the seed's figures for that shape (``published_pct_<n>_vcpus`` for
-        v6.7, ``published_gain_pct_<n>_vcpus`` for v6.9+, ``published_machine``).
+        v6.7, ``published_gain_pct_<n>_vcpus`` for v6.9+, ``published_machine``; empty on the rows of other
+        patterns than the seed's operation).
     """
+    if "pattern" not in runs:  # a sweep that left the pattern at the scenario's default
+        runs = runs.assign(pattern=DEFAULT_PATTERN)
     data = with_shape(timed(runs))
     counts = with_shape(counted(runs))
     counts = counts.assign(busy_contentions_per_kalloc=1000.0 * counts["busy_lock_contentions"].astype(float)
                            / counts["allocs"])  # fmt: skip
-    keys = ["shape", "bounce_ns", "threads"]
+    keys = ["pattern", "shape", "bounce_ns", "threads"]
     cmp = stats.compare(data, by="busy_lock", metric="ops_per_s", within=keys, baseline="twice")
     once = cmp[cmp["busy_lock"] == "once"].set_index(keys)
     twice = cmp[cmp["busy_lock"] == "twice"].set_index(keys)
@@ -173,21 +186,23 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         )
     table = pd.DataFrame(rows)
     if len(table):
-        order = {"v6.7": 0, "v6.9+": 1}
-        table = table.sort_values(keys, key=lambda c: c.map(order) if c.name == "shape" else c)
+        order = {"v6.7": 0, "v6.9+": 1, **{p: i for i, p in enumerate(PATTERNS)}}
+        table = table.sort_values(keys, key=lambda c: c.map(order) if c.name in ("shape", "pattern") else c)
         table = table.reset_index(drop=True)
     return with_published(table)
 
 
 def with_published(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with the seed's figures of its shape beside every row (``published_*`` columns, as
-    :func:`alloclab.studies.beside` names them; many of our rows share one published row, so the join is
-    many-to-one rather than beside()'s one-to-one)."""
+    """``table`` with the seed's figures of its shape beside every row of the seed's operation (``published_*``
+    columns, as :func:`alloclab.studies.beside` names them, empty on the rows of other patterns; many of our rows
+    share one published row, so the join is many-to-one rather than beside()'s one-to-one)."""
     figures = [c for c in PUBLISHED.columns if c != "shape" and c not in SOURCE_COLUMNS]
     if not len(table):
         return beside(table, PUBLISHED, on=["shape"])
     published = PUBLISHED[["shape", *figures]].rename(columns={c: f"published_{c}" for c in figures})
-    return table.merge(published, on="shape", how="left", validate="many_to_one")
+    out = table.merge(published, on="shape", how="left", validate="many_to_one")
+    out.loc[out["pattern"] != SEED_PATTERN, [f"published_{c}" for c in figures]] = np.nan
+    return out
 
 
 def reading(table: pd.DataFrame) -> list[str]:
@@ -196,10 +211,10 @@ def reading(table: pd.DataFrame) -> list[str]:
         return ["no successful runs to read"]
     top = table[table["threads"] == table["threads"].max()]
     lines = []
-    for shape, part in top.groupby("shape", sort=False):
+    for (pattern, shape), part in top.groupby(["pattern", "shape"], sort=False):
         for _, r in part.iterrows():
             lines.append(
-                f"{shape}, {int(r.threads)} threads, bounce {int(r.bounce_ns)} ns: once/twice (ops/s) "
+                f"{pattern}, {shape}, {int(r.threads)} threads, bounce {int(r.bounce_ns)} ns: once/twice (ops/s) "
                 f"{r.once_vs_twice}; busy-lock contentions per 1000 allocations "
                 f"{r.busy_contentions_per_kalloc_twice:.1f} -> {r.busy_contentions_per_kalloc_once:.1f}; "
                 f"free_vmap_area_lock per allocation {r.free_lock_per_alloc:.2f}, pool hits {r.pool_hit_ratio:.0%}."
@@ -221,14 +236,17 @@ def reading(table: pd.DataFrame) -> list[str]:
 
 
 def claim(table: pd.DataFrame, quick: bool) -> list[str]:
-    """The seed's claim in the v6.7 shape at the most threads here: once is not slower than twice."""
+    """The seed's claim for its operation in the v6.7 shape at the most threads here: once is not slower than
+    twice."""
     if not len(table):
         return []
-    top = table[(table["threads"] == table["threads"].max()) & (table["shape"] == "v6.7")]
+    top = table[(table["threads"] == table["threads"].max()) & (table["shape"] == "v6.7")
+                & (table["pattern"] == SEED_PATTERN)]  # fmt: skip
     lines = []
     for _, r in top.iterrows():
         if r.threads >= 2:
-            lines += against_claim(quick, r.ops_per_s_twice, r.ops_per_s_once, f"v6.7, {int(r.threads)} threads, "
+            lines += against_claim(quick, r.ops_per_s_twice, r.ops_per_s_once, f"{SEED_PATTERN}, v6.7, "
+                                   f"{int(r.threads)} threads, "
                                    f"bounce {int(r.bounce_ns)} ns: once does at least as many ops/s as twice",
                                    str(r.once_vs_twice))  # fmt: skip
     return lines
@@ -236,21 +254,22 @@ def claim(table: pd.DataFrame, quick: bool) -> list[str]:
 
 def draw(result: SweepResult, out_dir: Path) -> list[Path]:
     """``once_vs_twice.png`` (the ratio per shape, threads and bounce), ``scaling.png`` (ops/s per variant) and
-    ``lockstat.png`` (busy and free locks at the most threads); returns their paths."""
+    ``lockstat.png`` (busy and free locks at the most threads), the last two for the seed's operation; returns
+    their paths."""
     paths: list[Path] = []
     runs = with_shape(timed(result.runs))
     table = summarize(result.runs)
 
     if len(table):
         ax = Figure(figsize=(7, 4.2), layout="constrained").subplots()
-        groups = list(table.groupby(["shape", "bounce_ns"], sort=False))
+        groups = list(table.groupby(["pattern", "shape", "bounce_ns"], sort=False))
         threads = sorted(table["threads"].unique())
         width = 0.8 / max(1, len(groups))
-        for i, ((shape, bounce), part) in enumerate(groups):
+        for i, ((pattern, shape, bounce), part) in enumerate(groups):
             part = part.set_index("threads").reindex(threads)
             xs = np.arange(len(threads)) + (i - (len(groups) - 1) / 2) * width
             pct = 100.0 * part["ops_per_s_once"] / part["ops_per_s_twice"]  # ratio of medians
-            ax.bar(xs, pct - 100.0, width, bottom=100.0, label=f"{shape}, bounce {bounce} ns")
+            ax.bar(xs, pct - 100.0, width, bottom=100.0, label=f"{pattern}, {shape}, bounce {bounce} ns")
         ax.axhline(100.0, color="black", linewidth=0.8)
         ax.set_xticks(np.arange(len(threads)), [str(t) for t in threads])
         ax.set_xlabel("threads")
@@ -261,15 +280,18 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
         paths.append(plot.savefig(ax, out_dir / "once_vs_twice.png"))
 
     ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
-    plain = runs[runs["bounce_ns"] == 0]
-    plot.scaling(plain, x="threads", y="ops_per_s", hue="variant", ax=ax, title="vmalloc_stress ops/s, bounce 0 ns")
+    plain = runs[(runs["bounce_ns"] == 0) & (runs["pattern"] == SEED_PATTERN)]
+    plot.scaling(plain, x="threads", y="ops_per_s", hue="variant", ax=ax,
+                 title=f"vmalloc_stress {SEED_PATTERN} ops/s, bounce 0 ns")  # fmt: skip
     paths.append(plot.savefig(ax, out_dir / "scaling.png"))
 
     lock = result.lockstat
     if len(lock):
         lock = with_shape(lock)
-        most = lock[(lock["threads"] == lock["threads"].max()) & (lock["bounce_ns"] == 0)]
-        classes = ["vmap_area_lock", "vn->busy.lock", "free_vmap_area_lock", "vn->pool_lock"]
+        most = lock[(lock["threads"] == lock["threads"].max()) & (lock["bounce_ns"] == 0)
+                    & (lock["pattern"] == SEED_PATTERN)]  # fmt: skip
+        classes = ["vmap_area_lock", "vn->busy.lock", "free_vmap_area_lock", "vn->pool_lock", "purge_vmap_area_lock",
+                   "vn->lazy.lock"]  # fmt: skip
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         plot.lockstat(most, by="variant", classes=classes, ax=ax, title="lock_stat, most threads: wait vs hold")
         paths.append(plot.savefig(ax, out_dir / "lockstat.png"))

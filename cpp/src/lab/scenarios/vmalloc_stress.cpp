@@ -4,9 +4,24 @@
 // Models Linux v6.7 (vmap_nodes=1: one busy tree under vmap_area_lock, no pools) and v6.9+ (vmap_nodes=N: N busy
 // trees under vn->busy.lock hashed by addr_to_node() every 16 pages, per-node size-class pools under
 // vn->pool_lock); the free tree, lazy free and purge are the kernel's (see cpp/include/alloclab/vmalloc/).
-// Each of `threads` workers performs `ops` operations. An operation is one iteration of a workload:
-//   thread_stack       __vmalloc_node_range(size, align): the kernel stack of a new thread, what stress-ng
-//                      --pthread hammers (default 16 KiB + the guard page at THREAD_ALIGN = 16 KiB)
+// Each of `threads` workers (one per CPU) performs `ops` operations. An operation is one iteration of a workload:
+//   stress_ng_pthread  the seed's operation (the study's default): a thread created by stress-ng's pthread
+//                      stressor (stress-pthread.c: each instance creates pthread_max = DEFAULT_PTHREAD = 1024 threads,
+//                      then lets them exit and joins them, oldest first). Its kernel stack comes from
+//                      alloc_thread_stack_node() (kernel/fork.c, CONFIG_VMAP_STACK): this_cpu_xchg() of the
+//                      NR_CACHED_STACKS = 2 slots of the CPU's cached_stacks[] first (a hit clears the THREAD_SIZE
+//                      stack: memset), else __vmalloc_node_range(THREAD_SIZE = 16 KiB, THREAD_ALIGN = 16 KiB,
+//                      THREADINFO_GFP = GFP_KERNEL_ACCOUNT | __GFP_ZERO): __get_vm_area_node() (alloc_vmap_area()
+//                      under the busy lock(s)), __vmalloc_area_node() (4 zeroed pages, bulk) and
+//                      vmap_pages_range() (map_ns_per_page each); then clone_ns for the rest of the thread's life
+//                      (copy_process, wake-up, run, exit, join: a stated figure, see the parameter). When the
+//                      stressor joins a thread, free_thread_stack() puts the stack back into an empty slot of the
+//                      CPU's cache (this_cpu_try_cmpxchg), else vfree()s it (v6.7: thread_stack_delayed_free() ->
+//                      call_rcu -> vfree; here at once). Pages are always allocated and mapped (map_pages is
+//                      implied); stacks are created and released on the worker's own CPU.
+//   thread_stack       the scenario's default, the bare get_vm_area + vfree loop: __get_vm_area_node(size,
+//                      align) and its vfree, no pages unless map_pages (default 16 KiB + the guard page at
+//                      THREAD_ALIGN = 16 KiB)
 //   fix_size           vmalloc(size)                                     (lib/test_vmalloc.c fix_size_alloc_test)
 //   fix_align          __vmalloc_node(5 pages, THREAD_ALIGN << 1)         (fix_align_alloc_test)
 //   random_size        vmalloc(1..100 pages)                              (random_size_alloc_test)
@@ -15,9 +30,9 @@
 //                      (long_busy_list_alloc_test; the 15000 are allocated in prepare, untimed)
 //   full_fit           vmalloc(1 page) in a space fragmented into one-page holes, lazy_max_pages() of them per
 //                      worker (full_fit_alloc_test; the fragmentation is made in prepare, untimed)
-// and the freeing of what it allocated: a worker holds at most `live` areas; after an operation's allocations it
-// frees its oldest areas until it holds live - 1 (live=1: allocate, then free). `think_ns` of work outside the
-// locks sits between an allocation and its free (the rest of thread creation).
+// and (every pattern but stress_ng_pthread) the freeing of what it allocated: a worker holds at most `live` areas;
+// after an operation's allocations it frees its oldest areas until it holds live - 1 (live=1: allocate, then
+// free). `think_ns` of work outside the locks follows each operation's allocations, in every pattern.
 // With map_pages=True each allocation is a whole vmalloc(): __vmalloc_area_node() takes the area's pages from the
 // page allocator on the worker's node (alloc_pages_bulk in batches of 100, then single pages, as
 // vm_area_alloc_pages()) and charges map_ns_per_page for vmap_pages_range(); vfree() charges the same per page
@@ -31,9 +46,13 @@
 //   free path         1 per vfree(): find_unlink_vmap_area() (the area is on addr_to_node(va_start), found on the
 //                     first node it looks at)
 //   purge             0
-//   lock_stat acquisitions of the class = k * allocs + frees     (frees = the vfree()s of the timed run: allocs
-//                                                                  minus the areas still held when it ended)
+//   lock_stat acquisitions of the class = k * allocs + frees     (allocs: __get_vm_area_node() calls that succeeded
+//                                                                  -- a stack taken from cached_stacks[] is none;
+//                                                                  frees: the vfree()s of the timed run -- a stack
+//                                                                  put back into the cache is none)
 //   summary busy_lock_per_alloc = allocation-path acquisitions / allocs = k
+// Lazy lock (purge_vmap_area_lock when vmap_nodes=1, vn->lazy.lock otherwise), exactly: 1 per vfree()
+// (free_vmap_area_noflush) + 1 per lazy-tree detach in a purge (v6.7: one per vmap_purge_lock section).
 // The areas still held at the end and those made in prepare are freed by finish() on one thread, untimed and
 // outside lock_stat like prepare's allocations (freed_at_teardown): a stopped run of 1024 oversubscribed workers
 // then ends at once instead of queueing millions of frees behind each other.
@@ -43,12 +62,26 @@
 // that the whole range is one free area again (all space returned). A violation is a model bug (logic_error).
 // An allocation that finds no space even after a purge is a failure the summary reports (alloc_failures),
 // never a crash.
-// Leaves out: the rest of thread creation (modelled only as think_ns), the fork.c per-CPU stack cache, RCU-
-// deferred stack frees, KASAN, page tables (vmap_pages_range is a calibrated cost, not a walk), huge mappings.
+// Page allocator (map_pages, stress_ng_pthread): the rules of the kernel the seed measured (v6.7; the vmap_node
+// code of vmap_nodes != 1 is the seed's v4/v5 base, mm-unstable before v6.8, with the same rules):
+//   pcp batch/high   BatchRule::v6_7: mm/page_alloc.c nr_pcp_alloc() (order-0 refills of base_batch <<
+//                    alloc_factor, CONFIG_PCP_BATCH_SCALE_MAX) and nr_pcp_high() / nr_pcp_free() (pcp->high
+//                    between high_min and high_max), Huang Ying's pcp auto-tuning, merged for v6.7
+//   check placement  CheckMode::off: since v6.4 ("mm, page_alloc: reduce page alloc/free sanity checks")
+//                    rmqueue_bulk() and free_pcppages_bulk() check nothing, and check_new_pages() /
+//                    free_page_is_bad() run only with the check_pages_enabled static key (mm/mm_init.c
+//                    mem_debugging_and_hardening_init(): CONFIG_DEBUG_VM, debug_pagealloc, page poisoning,
+//                    init_on_alloc/init_on_free), which a default config leaves off
+// Leaves out: the rest of thread creation beyond its stated clone_ns, the scheduler spreading a stressor's
+// threads over other CPUs (their stacks are released, and cached, on the creating CPU), RCU-deferred stack
+// frees, memcg charging of the stack, KASAN, page tables (vmap_pages_range is a calibrated cost, not a walk),
+// huge mappings; __GFP_ZERO and the cached-stack memset are virtual-time bulk writes only (no backing memory).
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <memory_resource>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "alloclab/mm/memory_system.hpp"
@@ -64,9 +97,22 @@ using namespace alloclab::vmalloc;
 constexpr int64_t kMaxBytes = int64_t(1) << 30;
 constexpr int kLongBusyListAreas = 15000;
 
-enum class Pattern { thread_stack, fix_size, fix_align, random_size, random_size_align, long_busy_list, full_fit };
+constexpr unsigned long THREAD_SIZE = 16384;  // x86-64: PAGE_SIZE << THREAD_SIZE_ORDER (KASAN off)
+constexpr int NR_CACHED_STACKS = 2;           // kernel/fork.c
 
-constexpr EnumNames<Pattern, 7> kPatternNames{{{{Pattern::thread_stack, "thread_stack"},
+enum class Pattern {
+  stress_ng_pthread,
+  thread_stack,
+  fix_size,
+  fix_align,
+  random_size,
+  random_size_align,
+  long_busy_list,
+  full_fit
+};
+
+constexpr EnumNames<Pattern, 8> kPatternNames{{{{Pattern::stress_ng_pthread, "stress_ng_pthread"},
+                                                {Pattern::thread_stack, "thread_stack"},
                                                 {Pattern::fix_size, "fix_size"},
                                                 {Pattern::fix_align, "fix_align"},
                                                 {Pattern::random_size, "random_size"},
@@ -75,30 +121,32 @@ constexpr EnumNames<Pattern, 7> kPatternNames{{{{Pattern::thread_stack, "thread_
                                                 {Pattern::full_fit, "full_fit"}}}};
 
 // The areas one worker holds, oldest first: a ring of fixed capacity (live - 1 kept between operations plus
-// the at most two allocations of one operation).
+// the at most two allocations of one operation; stress_ng_pthread: pthread_max threads' stacks).
 class Held {
  public:
-  void init(size_t cap) { addr_.assign(cap, 0); }
+  void init(size_t cap) { vm_.assign(cap, nullptr); }
   size_t size() const { return n_; }
-  void push(unsigned long a) {
-    if (n_ == addr_.size()) throw std::logic_error("vmalloc_stress: held-area ring overflow");
-    addr_[(head_ + n_) % addr_.size()] = a;
+  void push(VmStruct* vm) {
+    if (n_ == vm_.size()) throw std::logic_error("vmalloc_stress: held-area ring overflow");
+    vm_[(head_ + n_) % vm_.size()] = vm;
     ++n_;
   }
-  unsigned long pop_oldest() {
-    const unsigned long a = addr_[head_];
-    head_ = (head_ + 1) % addr_.size();
+  VmStruct* pop_oldest() {
+    VmStruct* vm = vm_[head_];
+    head_ = (head_ + 1) % vm_.size();
     --n_;
-    return a;
+    return vm;
   }
 
  private:
-  std::vector<unsigned long> addr_;
+  std::vector<VmStruct*> vm_;
   size_t head_ = 0, n_ = 0;
 };
 
 struct alignas(64) WorkerState {
   Held held;
+  std::array<VmStruct*, NR_CACHED_STACKS> cached_stacks{};  // kernel/fork.c: this CPU's cached_stacks[]
+  uint64_t stack_cache_hits = 0, stack_cache_puts = 0;
   std::vector<unsigned long> prepopulated;  // long_busy_list / full_fit: areas made in prepare, freed at the end
   // map_pages: the pages arrays of this worker's areas (kvmalloc's slab for them). Only this worker allocates and
   // frees its areas, so the pool needs no lock; it goes with the run, without visiting the arrays.
@@ -123,7 +171,9 @@ class VmallocStress final : public Scenario {
         bounce_ns_(uint64_t(p.i("bounce_ns"))),
         think_ns_(uint64_t(p.i("think_ns"))),
         vmalloc_size_(uint64_t(p.i("vmalloc_size"))),
-        map_pages_(p.b("map_pages")),
+        map_pages_(p.b("map_pages") || pattern_ == Pattern::stress_ng_pthread),
+        pthread_max_(size_t(p.i("pthread_max"))),
+        clone_ns_(uint64_t(p.i("clone_ns"))),
         node_pages_(uint64_t(p.i("node_pages"))),
         map_ns_per_page_(uint64_t(p.i("map_ns_per_page"))) {
     if (!is_power_of_2(align_))
@@ -132,6 +182,11 @@ class VmallocStress final : public Scenario {
     if (vmalloc_size_ % PAGE_SIZE)
       throw std::invalid_argument("vmalloc_size: " + std::to_string(vmalloc_size_) +
                                   " is not a multiple of PAGE_SIZE (4096)");
+    if (pattern_ == Pattern::stress_ng_pthread) {
+      size_ = THREAD_SIZE;
+      align_ = THREAD_SIZE;  // THREAD_ALIGN
+    }
+    if (!node_pages_) node_pages_ = auto_node_pages();
     if (map_pages_ && node_pages_ % 512)
       throw std::invalid_argument("node_pages: " + std::to_string(node_pages_) +
                                   " is not a multiple of pageblock_nr_pages (512)");
@@ -152,13 +207,13 @@ class VmallocStress final : public Scenario {
     const uint64_t per_worker = pattern_ == Pattern::long_busy_list ? kLongBusyListAreas
                                 : pattern_ == Pattern::full_fit     ? 2 * lazy_max
                                                                     : 0;
-    const uint64_t busy = T * (live_ + 2 + per_worker);
+    const uint64_t busy = T * (held_capacity() + per_worker);
     const uint64_t lazy = std::min(T * ops_ * 2, lazy_max / 2 + T);
     const uint64_t areas = 2 * busy + 2 * lazy;
     const uint64_t slabs =
         uint64_t(cfg.nr_contexts) * KmemCache<VmapArea>::kSlabObjects * (sizeof(VmapArea) + sizeof(VmStruct));
     const uint64_t pages_arrays = map_pages_ ? busy * max_area_pages() * sizeof(mm::Page*) : 0;
-    const uint64_t rings = T * (live_ + 2 + per_worker) * sizeof(unsigned long);
+    const uint64_t rings = T * (held_capacity() + per_worker) * sizeof(VmStruct*);
     const uint64_t vmap = areas * sizeof(VmapArea) + busy * sizeof(VmStruct) + slabs + pages_arrays + rings;
     const uint64_t pages =
         map_pages_ ? mm::MemorySystem::bytes_needed(mm::MemoryConfig::uniform(m, node_pages_), m.model().nr_pus()) : 0;
@@ -168,10 +223,13 @@ class VmallocStress final : public Scenario {
 
   void prepare(const RunEnv& env) override {
     think_ticks_ = ns_to_ticks(think_ns_);  // in the run's clock
+    clone_ticks_ = ns_to_ticks(clone_ns_);
     map_ticks_per_page_ = ns_to_ticks(map_ns_per_page_);
     const VmallocConfig cfg = vmalloc_config(env.machine);
     if (map_pages_) {
       mm::MemoryConfig mc = mm::MemoryConfig::uniform(env.machine, node_pages_);
+      mc.batch_rule = mm::BatchRule::v6_7;  // the seed's v6.7 (see the header)
+      mc.check = mm::CheckMode::off;        // v6.4+: no check_new_pages without check_pages_enabled
       ms_ = std::make_unique<mm::MemorySystem>(env.machine, env.locks, std::move(mc), env.interruption_points());
     }
     space_ = std::make_unique<VmallocSpace>(env.locks, cfg);
@@ -183,7 +241,7 @@ class VmallocStress final : public Scenario {
     held_from_prepare_ = 0;
     for (const Slot& s : env.slots) {
       WorkerState& ws = workers_[size_t(s.worker)];
-      ws.held.init(live_ + 2);
+      ws.held.init(held_capacity());
       VmapCpu& c = space_->cpu(s.worker);  // as if on the worker's CPU: the areas go to its node's pools
       if (pattern_ == Pattern::long_busy_list) {
         for (int i = 0; i < kLongBusyListAreas; ++i) {
@@ -214,6 +272,7 @@ class VmallocStress final : public Scenario {
     WorkerState& ws = workers_[size_t(w)];
     for (uint64_t i = 0; i < ops_ && !ctx.stopped(); ++i) {
       switch (pattern_) {
+        case Pattern::stress_ng_pthread: create_thread(ctx, c, ws); break;
         case Pattern::thread_stack: alloc_one(ctx, c, ws, size_, align_); break;
         case Pattern::fix_size: alloc_one(ctx, c, ws, size_, 1); break;
         case Pattern::fix_align: alloc_one(ctx, c, ws, 5 * PAGE_SIZE, THREAD_ALIGN << 1); break;
@@ -230,7 +289,12 @@ class VmallocStress final : public Scenario {
         case Pattern::full_fit: alloc_one(ctx, c, ws, PAGE_SIZE, 1); break;
       }
       spin_for_ticks(think_ticks_);
-      while (ws.held.size() >= live_) free_one(ctx.slot, c, ws.held.pop_oldest());
+      if (pattern_ == Pattern::stress_ng_pthread) {
+        if (ws.held.size() == pthread_max_)  // the reap: every thread exits and is joined, oldest first
+          while (ws.held.size()) free_thread_stack(ctx.slot, c, ws, ws.held.pop_oldest());
+      } else {
+        while (ws.held.size() >= live_) free_one(ctx.slot, c, ws.held.pop_oldest()->addr);
+      }
       ctx.add_ops();
     }
     ctx.end_timed();
@@ -252,10 +316,11 @@ class VmallocStress final : public Scenario {
              n(st.free_lock_purge)},
         {"pool_lock", "vn->pool_lock", st.pool_lock, "every pool site = " + n(st.pool_lock)},
         {"purge_lock", "vmap_purge_lock", st.purge_lock, "one per purge = " + n(st.purge_lock)},
+        {"lazy_lock", std::string(space_->lazy_lock_class()), st.frees + st.lazy_lock_purge,
+         "frees (free_vmap_area_noflush) + lazy-tree detaches in purges (" +
+             std::string(space_->v67_shape() ? "one per vmap_purge_lock section" : "one per node with lazy areas") +
+             ") = " + n(st.frees) + " + " + n(st.lazy_lock_purge) + " = " + n(st.frees + st.lazy_lock_purge)},
     };
-    if (space_->lazy_lock_counted())
-      e.push_back({"lazy_lock", std::string(space_->lazy_lock_class()), st.lazy_lock,
-                   "every lazy-list site = " + n(st.lazy_lock)});
     return e;
   }
 
@@ -277,9 +342,20 @@ class VmallocStress final : public Scenario {
     cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
     return cfg;
   }
+  // The held ring's capacity: the areas a worker holds at most.
+  size_t held_capacity() const {
+    return pattern_ == Pattern::stress_ng_pthread ? pthread_max_ + NR_CACHED_STACKS : live_ + 2;
+  }
+  // node_pages=0: every worker's areas at their most fit on one node (placement may put all workers on one),
+  // twice over for the watermarks and the pcp lists, and never fewer than 262144 pages (1 GiB).
+  uint64_t auto_node_pages() const {
+    const uint64_t need = 2 * uint64_t(threads_) * (held_capacity() + 2) * max_area_pages();
+    return std::max<uint64_t>(262144, (need + 511) / 512 * 512);
+  }
   // The most pages one area of the pattern maps.
   uint64_t max_area_pages() const {
     switch (pattern_) {
+      case Pattern::stress_ng_pthread:
       case Pattern::thread_stack:
       case Pattern::fix_size: return PAGE_ALIGN(size_) >> PAGE_SHIFT;
       case Pattern::fix_align: return 5;
@@ -306,9 +382,45 @@ class VmallocStress final : public Scenario {
     if (vm && ms_ && !vmalloc_area_node(ctx.slot, c, vm)) vm = nullptr;
     ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
     if (vm) {
-      ws.held.push(vm->addr);
+      ws.held.push(vm);
       ctx.record_alloc(vm->addr);
     }
+  }
+  // One thread of stress-ng's pthread stressor: alloc_thread_stack_node() (a cached stack, cleared, or a fresh
+  // __vmalloc_node_range() stack), then the rest of its creation and life (clone_ns). The latency recorded is the
+  // stack's. A failed stack allocation (address space or pages exhausted) creates no thread (-EAGAIN).
+  void create_thread(WorkerCtx& ctx, VmapCpu& c, WorkerState& ws) {
+    const uint64_t t0 = clock_ticks();
+    VmStruct* vm = nullptr;
+    for (VmStruct*& slot : ws.cached_stacks) {  // this_cpu_xchg(cached_stacks[i], NULL)
+      vcost::charge(Op::line_access);
+      if (!slot) continue;
+      vm = std::exchange(slot, nullptr);
+      ++ws.stack_cache_hits;
+      vcost::bulk(2 * THREAD_SIZE, ctx.slot.model_node);  // memset(s->addr, 0, THREAD_SIZE): stale pointers
+      break;
+    }
+    if (!vm) {
+      vm = space_->get_vm_area(c, THREAD_SIZE, THREAD_SIZE);
+      if (vm && !vmalloc_area_node(ctx.slot, c, vm)) vm = nullptr;
+    }
+    ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
+    if (!vm) return;
+    ws.held.push(vm);
+    ctx.record_alloc(vm->addr);
+    spin_for_ticks(clone_ticks_);
+  }
+  // free_thread_stack(): into an empty slot of this CPU's cached_stacks[] (this_cpu_try_cmpxchg(NULL -> vm)),
+  // else vfree().
+  void free_thread_stack(const Slot& slot, VmapCpu& c, WorkerState& ws, VmStruct* vm) {
+    for (VmStruct*& s : ws.cached_stacks) {
+      vcost::charge(Op::line_access);
+      if (s) continue;
+      s = vm;
+      ++ws.stack_cache_puts;
+      return;
+    }
+    free_one(slot, c, vm->addr);
   }
   // __vmalloc_area_node(): the pages (vm_area_alloc_pages: bulk in batches of 100, then one at a time) and
   // vmap_pages_range() (a calibrated cost per page). On a shortage it frees what it got and the area (vfree).
@@ -319,14 +431,15 @@ class VmallocStress final : public Scenario {
     std::fill_n(vm->pages, nr_pages, nullptr);  // kvcalloc: __alloc_pages_bulk skips entries already set
     const int cpu = slot.model_pu, nid = slot.model_node;
     unsigned nr = 0;
+    const mm::gfp_t gfp = pattern_ == Pattern::stress_ng_pthread ? mm::GFP_KERNEL | mm::__GFP_ZERO : mm::GFP_KERNEL;
     while (nr < nr_pages) {
       const int request = int(std::min(100u, nr_pages - nr));
-      const int got = ms_->alloc_pages_bulk(cpu, nid, mm::GFP_KERNEL, request, vm->pages + nr);
+      const int got = ms_->alloc_pages_bulk(cpu, nid, gfp, request, vm->pages + nr);
       nr += unsigned(got);
       if (got != request) break;
     }
     while (nr < nr_pages) {
-      mm::Page* page = ms_->alloc_pages(cpu, nid, 0, mm::GFP_KERNEL);
+      mm::Page* page = ms_->alloc_pages(cpu, nid, 0, gfp);
       if (!page) break;
       vm->pages[nr++] = page;
     }
@@ -336,6 +449,7 @@ class VmallocStress final : public Scenario {
       free_one(slot, c, vm->addr);
       return false;
     }
+    if (gfp & mm::__GFP_ZERO) vcost::bulk(2 * PAGE_SIZE * nr, nid);  // each line read for ownership, then written
     spin_for_ticks(map_ticks_per_page_ * nr);
     return true;
   }
@@ -363,8 +477,9 @@ class VmallocStress final : public Scenario {
   size_t live_;
   uint64_t lazy_max_pages_, tlb_flush_ns_, bounce_ns_, think_ns_, vmalloc_size_;
   bool map_pages_;
-  uint64_t node_pages_, map_ns_per_page_;
-  uint64_t think_ticks_ = 0, map_ticks_per_page_ = 0;  // set by prepare(), in the run's clock
+  size_t pthread_max_;
+  uint64_t clone_ns_, node_pages_, map_ns_per_page_;
+  uint64_t think_ticks_ = 0, clone_ticks_ = 0, map_ticks_per_page_ = 0;  // set by prepare(), in the run's clock
   std::unique_ptr<mm::MemorySystem> ms_;
   std::unique_ptr<VmallocSpace> space_;
   std::vector<WorkerState> workers_;
@@ -386,6 +501,12 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
         std::to_string(k) + " x " + std::to_string(st.allocs) + " allocations");
   if (st.busy_lock_setup != (once_ ? 0 : st.allocs))
     bug("setup_vmalloc_vm() took the busy lock the wrong number of times");
+  if (st.lazy_lock_free != st.frees)
+    bug("lazy-lock acquisitions on the free path: " + std::to_string(st.lazy_lock_free) + " for " +
+        std::to_string(st.frees) + " frees");
+  if (space_->v67_shape() && st.lazy_lock_purge != st.purge_lock)
+    bug("v6.7 purges detached the lazy tree " + std::to_string(st.lazy_lock_purge) + " times in " +
+        std::to_string(st.purge_lock) + " vmap_purge_lock sections");
   if (st.busy_lock_free != st.frees)
     bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
         std::to_string(st.frees) + " frees");
@@ -398,8 +519,13 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
     VmapCpu& c = space_->cpu(slot.worker);
     for (; ws.held.size(); ++freed_at_teardown) {
       env.interruption_point();
-      free_one(slot, c, ws.held.pop_oldest());
+      free_one(slot, c, ws.held.pop_oldest()->addr);
     }
+    for (VmStruct*& cached : ws.cached_stacks)
+      if (cached) {
+        free_one(slot, c, std::exchange(cached, nullptr)->addr);
+        ++freed_at_teardown;
+      }
     freed_at_teardown += ws.prepopulated.size();
     release_held(
         ws.prepopulated, [&](unsigned long a) { free_one(slot, c, a); }, teardown_stop(env));
@@ -454,8 +580,14 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("lazy_max_pages", int64_t(space_->lazy_max_pages()));
   s.emplace_back("search_steps_per_search", per(st.search_steps, st.searches));
   emit_counters(st, s);
-  s.emplace_back("lazy_lock_in_lockstat", space_->lazy_lock_counted());
   s.emplace_back("map_pages", map_pages_);
+  uint64_t cache_hits = 0, cache_puts = 0;
+  for (const WorkerState& ws : workers_) {
+    cache_hits += ws.stack_cache_hits;
+    cache_puts += ws.stack_cache_puts;
+  }
+  s.emplace_back("stack_cache_hits", int64_t(cache_hits));
+  s.emplace_back("stack_cache_puts", int64_t(cache_puts));
   s.emplace_back("page_alloc_failures", int64_t(page_failures));
   space_.reset();
   ms_.reset();
@@ -466,17 +598,28 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
 ScenarioDef vmalloc_stress_scenario() {
   return {
       "vmalloc_stress",
-      "vmalloc address-space allocator (v6.7 / v6.9+ vmap_node): workers allocate and free kernel-stack-like "
-      "areas; busy_lock twice -> once is the seed patch; ops/s, busy-lock acquisitions per alloc, lock_stat",
+      "vmalloc address-space allocator (v6.7 / v6.9+ vmap_node): workers create stress-ng pthreads (kernel stacks "
+      "from fork.c's stack cache or vmalloc) or run lib/test_vmalloc.c loops; busy_lock twice -> once is the seed "
+      "patch; ops/s, busy-lock acquisitions per alloc, lock_stat",
       {
           threads_param(2),
           ParamSpec::integer("ops", 100000, 1, 1'000'000'000, "operations per worker (allocate, then free)"),
           ParamSpec::choice("pattern", "thread_stack", kPatternNames.list(),
-                            "workload: thread_stack (stress-ng --pthread: size at align) or one of "
-                            "lib/test_vmalloc.c's tests"),
+                            "workload: stress_ng_pthread (the seed's op: a thread creation, its stack from "
+                            "fork.c's 2-stack cache or __vmalloc_node_range), thread_stack (the bare get_vm_area + "
+                            "vfree loop: size at align) or one of lib/test_vmalloc.c's tests"),
           ParamSpec::integer("size", 16384, 1, kMaxBytes,
                              "bytes per area before the guard page (thread_stack, fix_size); PAGE_ALIGNed"),
           ParamSpec::integer("align", 16384, 1, kMaxBytes, "alignment in bytes, a power of two (thread_stack)"),
+          ParamSpec::integer("pthread_max", 1024, 1, 30000,
+                             "stress_ng_pthread: threads a worker creates before it joins them all (stress-ng "
+                             "--pthread-max; DEFAULT_PTHREAD 1024, MIN/MAX_PTHREAD 1/30000)"),
+          ParamSpec::integer("clone_ns", 9000, 0, 100'000'000,
+                             "stress_ng_pthread: the rest of a thread's creation, life and join beside its stack "
+                             "(calibrated busy-wait). Default: D. Lemire, 'Cost of a thread in C++ under Linux' "
+                             "(lemire.me, 2020-01-30): a thread created, run and joined, 'Skylake server (Linux, "
+                             "Intel) 9,000 ns' (its stack from the fork.c cache, as each thread exits before the "
+                             "next)"),
           ParamSpec::choice("busy_lock", "once", {"twice", "once"},
                             "twice: setup_vmalloc_vm() takes the busy lock again (before the patch); once: "
                             "fields set before the single insert (merged)"),
@@ -499,17 +642,20 @@ ScenarioDef vmalloc_stress_scenario() {
                              "bytes of VMALLOC_START..VMALLOC_END (x86-64 4-level: 32 TiB); small values exhaust"),
           ParamSpec::boolean("map_pages", false,
                              "allocate each area's pages from the page allocator on the worker's node (bulk) and "
-                             "charge map_ns_per_page for mapping and unmapping"),
-          ParamSpec::integer("node_pages", 262144, 512, int64_t(1) << 26,
-                             "pages per model node of the page allocator (map_pages; multiple of 512)"),
+                             "charge map_ns_per_page for mapping and unmapping (always on for stress_ng_pthread)"),
+          ParamSpec::integer("node_pages", 0, 0, int64_t(1) << 26,
+                             "pages per model node of the page allocator (map_pages; multiple of 512); 0 = every "
+                             "worker's areas at their most twice over, at least 262144"),
           ParamSpec::integer("map_ns_per_page", 20, 0, 1'000'000,
                              "vmap_pages_range() / vunmap cost per page (map_pages; calibrated busy-wait)"),
       },
       [](const Params& p) { return std::make_unique<VmallocStress>(p); },
       "ops",
       1,
-      {{"threads", int64_t(2)}, {"ops", int64_t(2000)}, {"lazy_max_pages", int64_t(256)}},
-      "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
+      {{"threads", int64_t(2)}, {"ops", int64_t(2000)}, {"lazy_max_pages", int64_t(256)}, {"pthread_max", int64_t(64)}},
+      "v6.7 (the seed's kernel; vmap_nodes != 1: the vmap_node code of its v4/v5 base, mm-unstable before v6.8): pcp "
+      "batch/high of v6.7 (BatchRule::v6_7, mm/page_alloc.c nr_pcp_alloc/nr_pcp_high), no check_new_pages "
+      "(CheckMode::off, check_pages_enabled off since v6.4)"};
 }
 
 }  // namespace alloclab

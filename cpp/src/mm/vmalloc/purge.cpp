@@ -25,7 +25,7 @@ void VmallocSpace::free_vmap_area_noflush(VmapCpu& c, VmapArea* va) {
     // v6.7: merge or place it into the purge tree/list.
     VmapNode* vn = nodes_[0].get();
     ScopedLock g(vn->lazy_lock);
-    ++c.st.lazy_lock;
+    ++c.st.lazy_lock_free;
     touch(vn->lazy_last_cpu, c);
     merge_or_add_vmap_area(c, va, vn->lazy);
     vcost::touch(&vn->lazy_count, true);
@@ -35,7 +35,7 @@ void VmallocSpace::free_vmap_area_noflush(VmapCpu& c, VmapArea* va) {
     const unsigned vn_id = decode_vn_id(va->flags);
     VmapNode* vn = is_vn_id_valid(vn_id) ? nodes_[vn_id].get() : addr_to_node(va->va_start);
     ScopedLock g(vn->lazy_lock);
-    ++c.st.lazy_lock;
+    ++c.st.lazy_lock_free;
     touch(vn->lazy_last_cpu, c);
     insert_vmap_area(c, va, vn->lazy);
     vcost::touch(&vn->lazy_count, true);
@@ -81,7 +81,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
     ListHead local_purge_list;
     {
       ScopedLock g(vn->lazy_lock);
-      ++c.st.lazy_lock;
+      ++c.st.lazy_lock_purge;
       touch(vn->lazy_last_cpu, c);
       vn->lazy.root = RbRoot{};
       vcost::touch(&vn->lazy.head, true);
@@ -120,7 +120,7 @@ bool VmallocSpace::purge_lazy_locked(VmapCpu& c, bool full_pool_decay) {
       if (vn->lazy_count.load(std::memory_order_relaxed) == 0) continue;  // RB_EMPTY_ROOT(&vn->lazy.root)
       {
         ScopedLock g(vn->lazy_lock);
-        ++c.st.lazy_lock;
+        ++c.st.lazy_lock_purge;
         touch(vn->lazy_last_cpu, c);
         vn->lazy.root = RbRoot{};
         vcost::touch(&vn->lazy.head, true);

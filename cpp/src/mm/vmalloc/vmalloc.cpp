@@ -53,7 +53,6 @@ std::string_view VmallocSpace::busy_lock_class() const { return v67_shape() ? "v
 std::string_view VmallocSpace::lazy_lock_class() const {
   return v67_shape() ? "purge_vmap_area_lock" : "vn->lazy.lock";
 }
-bool VmallocSpace::lazy_lock_counted() const { return nodes_[0]->lazy_lock.counted(); }
 
 VmStruct* VmallocSpace::get_vm_area(VmapCpu& c, unsigned long size, unsigned long align, unsigned long flags,
                                     const void* caller) {

@@ -2,22 +2,9 @@
 // node_pool_add_va(), decay_va_pool_node(), reclaim_list_global(). Linux v6.9+ mm/vmalloc.c.
 #include "alloclab/mm/vmalloc/vmap_node.hpp"
 
-#include "alloclab/locks/spin_wait.hpp"
 #include "alloclab/mm/vmalloc/vmalloc.hpp"
 
 namespace alloclab::vmalloc {
-
-SiteLock::SiteLock(LockDomain& d, std::string_view cls) : yield_(d.spin_yield()) {
-  if (find_lock_class(cls)) lock_.emplace(d, cls);
-}
-
-void SiteLock::raw_lock() {
-  for (;;) {
-    vcost::rmw(&raw_);
-    if (raw_.exchange(1, std::memory_order_acquire) == 0) return;
-    spin_until([this] { return raw_.load(std::memory_order_relaxed) == 0; }, yield_, "vmalloc raw spinlock");
-  }
-}
 
 VmapNode::VmapNode(LockDomain& d, bool v67_shape)
     : busy_lock(d, v67_shape ? "vmap_area_lock" : "vn->busy.lock"),

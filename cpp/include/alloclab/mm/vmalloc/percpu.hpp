@@ -24,43 +24,44 @@ namespace alloclab::vmalloc {
 // fit_type of va_clip()/classify_va_fit_type().
 enum FitType : unsigned { NOTHING_FIT = 0, FL_FIT_TYPE = 1, LE_FIT_TYPE = 2, RE_FIT_TYPE = 3, NE_FIT_TYPE = 4 };
 
-#define ALLOCLAB_VMALLOC_STATS(X)                                                                              \
-  /* __get_vm_area_node() / vfree() */                                                                         \
-  X(allocs, sum, "successful allocations")                                                                     \
-  X(alloc_failures, sum, "'vmalloc_node_range for size %lu failed: Address range full'")                       \
-  X(frees, sum, "remove_vm_area() calls that found their area")                                                \
-  /* lock acquisitions per site (the lock_stat class holds the sum of the sites) */                            \
-  X(busy_lock_alloc, sum, "busy lock, alloc path: insert_vmap_area (+ setup_vmalloc_vm with busy_lock=twice)") \
-  X(busy_lock_setup, sum, "of which setup_vmalloc_vm()")                                                       \
-  X(busy_lock_free, sum, "busy lock in find_unlink_vmap_area()")                                               \
-  X(free_lock_alloc, sum, "free_vmap_area_lock in alloc_vmap_area()")                                          \
-  X(free_lock_purge, sum, "free_vmap_area_lock in purge / pool decay / reclaim_list_global()")                 \
-  X(pool_lock, sum, "vn->pool_lock, every site")                                                               \
-  X(lazy_lock, sum, "vn->lazy.lock (v6.9+) / purge_vmap_area_lock (v6.7), every site")                         \
-  X(purge_lock, sum, "vmap_purge_lock")                                                                        \
-  /* node_alloc(): hits need no free_vmap_area_lock at all */                                                  \
-  X(pool_hits, sum, "allocations served from a vmap_node pool")                                                \
-  X(pool_misses, sum, "allocations the pools could not serve")                                                 \
-  /* the free tree */                                                                                          \
-  X(searches, sum, "find_vmap_lowest_match() calls")                                                           \
-  X(search_steps, sum, "free-tree nodes they visited")                                                         \
-  X(fit_nothing, sum, "va_clip() NOTHING_FIT")                                                                 \
-  X(fit_fl, sum, "va_clip() FL_FIT_TYPE (the whole free area)")                                                \
-  X(fit_le, sum, "va_clip() LE_FIT_TYPE (its left edge)")                                                      \
-  X(fit_re, sum, "va_clip() RE_FIT_TYPE (its right edge)")                                                     \
-  X(fit_ne, sum, "va_clip() NE_FIT_TYPE (its middle: the area splits)")                                        \
-  X(merges, sum, "merge_or_add_vmap_area() calls that coalesced")                                              \
-  /* lazy free and purge */                                                                                    \
-  X(drains, sum, "drain_vmap_area_work() runs (lazy pages above lazy_max_pages)")                              \
-  X(overflow_purges, sum, "reclaim_and_purge_vmap_areas() on an allocation that found no space")               \
-  X(purges, sum, "__purge_vmap_area_lazy() calls that found lazy areas")                                       \
-  X(purged_areas, sum, "areas they purged")                                                                    \
-  X(purged_pages, sum, "pages they purged")                                                                    \
-  X(tlb_flushes, sum, "flush_tlb_kernel_range()")                                                              \
-  X(decayed_areas, sum, "pool entries returned to the free tree by decay_va_pool_node()")                      \
-  /* vmap_area objects (the vmap_area_cachep slab) allocated and freed by this CPU */                          \
-  X(va_objs_alloc, sum, "vmap_area objects allocated")                                                         \
-  X(va_objs_free, sum, "vmap_area objects freed")                                                              \
+#define ALLOCLAB_VMALLOC_STATS(X)                                                                                 \
+  /* __get_vm_area_node() / vfree() */                                                                            \
+  X(allocs, sum, "successful allocations")                                                                        \
+  X(alloc_failures, sum, "'vmalloc_node_range for size %lu failed: Address range full'")                          \
+  X(frees, sum, "remove_vm_area() calls that found their area")                                                   \
+  /* lock acquisitions per site (the lock_stat class holds the sum of the sites) */                               \
+  X(busy_lock_alloc, sum, "busy lock, alloc path: insert_vmap_area (+ setup_vmalloc_vm with busy_lock=twice)")    \
+  X(busy_lock_setup, sum, "of which setup_vmalloc_vm()")                                                          \
+  X(busy_lock_free, sum, "busy lock in find_unlink_vmap_area()")                                                  \
+  X(free_lock_alloc, sum, "free_vmap_area_lock in alloc_vmap_area()")                                             \
+  X(free_lock_purge, sum, "free_vmap_area_lock in purge / pool decay / reclaim_list_global()")                    \
+  X(pool_lock, sum, "vn->pool_lock, every site")                                                                  \
+  X(lazy_lock_free, sum, "lazy lock (vn->lazy.lock / purge_vmap_area_lock) in free_vmap_area_noflush()")          \
+  X(lazy_lock_purge, sum, "lazy lock in a purge: the lazy tree detached (v6.7: once per purge; v6.9+: per node)") \
+  X(purge_lock, sum, "vmap_purge_lock")                                                                           \
+  /* node_alloc(): hits need no free_vmap_area_lock at all */                                                     \
+  X(pool_hits, sum, "allocations served from a vmap_node pool")                                                   \
+  X(pool_misses, sum, "allocations the pools could not serve")                                                    \
+  /* the free tree */                                                                                             \
+  X(searches, sum, "find_vmap_lowest_match() calls")                                                              \
+  X(search_steps, sum, "free-tree nodes they visited")                                                            \
+  X(fit_nothing, sum, "va_clip() NOTHING_FIT")                                                                    \
+  X(fit_fl, sum, "va_clip() FL_FIT_TYPE (the whole free area)")                                                   \
+  X(fit_le, sum, "va_clip() LE_FIT_TYPE (its left edge)")                                                         \
+  X(fit_re, sum, "va_clip() RE_FIT_TYPE (its right edge)")                                                        \
+  X(fit_ne, sum, "va_clip() NE_FIT_TYPE (its middle: the area splits)")                                           \
+  X(merges, sum, "merge_or_add_vmap_area() calls that coalesced")                                                 \
+  /* lazy free and purge */                                                                                       \
+  X(drains, sum, "drain_vmap_area_work() runs (lazy pages above lazy_max_pages)")                                 \
+  X(overflow_purges, sum, "reclaim_and_purge_vmap_areas() on an allocation that found no space")                  \
+  X(purges, sum, "__purge_vmap_area_lazy() calls that found lazy areas")                                          \
+  X(purged_areas, sum, "areas they purged")                                                                       \
+  X(purged_pages, sum, "pages they purged")                                                                       \
+  X(tlb_flushes, sum, "flush_tlb_kernel_range()")                                                                 \
+  X(decayed_areas, sum, "pool entries returned to the free tree by decay_va_pool_node()")                         \
+  /* vmap_area objects (the vmap_area_cachep slab) allocated and freed by this CPU */                             \
+  X(va_objs_alloc, sum, "vmap_area objects allocated")                                                            \
+  X(va_objs_free, sum, "vmap_area objects freed")                                                                 \
   X(overlap_warnings, sum, "find_va_links() found an overlap ('vmalloc bug: ... overlaps with ...'): must stay 0")
 struct VmallocStats {
   ALLOCLAB_COUNTERS(VmallocStats, ALLOCLAB_VMALLOC_STATS)

@@ -72,7 +72,6 @@ class VmallocSpace {
   // "vmap_area_lock" (v6.7 shape) or "vn->busy.lock" (v6.9+).
   std::string_view busy_lock_class() const;
   std::string_view lazy_lock_class() const;
-  bool lazy_lock_counted() const;
 
   VmapCpu& cpu(int ctx) { return cpus_[size_t(ctx)]; }
   int nr_contexts() const { return int(cpus_.size()); }

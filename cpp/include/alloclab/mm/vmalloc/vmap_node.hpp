@@ -12,53 +12,17 @@
 // The v6.7 shape is one node (nr_vmap_nodes = 1): its busy tree is the global vmap_area_root under
 // vmap_area_lock and its lazy tree is purge_vmap_area_root (areas merged on insert) under purge_vmap_area_lock;
 // it has no pools. The busy-lock class is "vmap_area_lock" in that shape and "vn->busy.lock" otherwise.
-// Lazy-tree locks: lock_stat counts them as "vn->lazy.lock" / "purge_vmap_area_lock" when those classes are in
-// the lock catalogue; until then they are uncounted spinlocks (SiteLock below) and only the model's per-CPU
-// counter `lazy_lock` sees them.
+// The lazy-tree lock's class is "purge_vmap_area_lock" in the v6.7 shape and "vn->lazy.lock" otherwise.
 // Leaves out: the purge_work kworker helpers of __purge_vmap_area_lazy (one CPU purges every node),
 // vmap_block_queue / vm_map_ram users of the nodes, the node shrinker.
 #pragma once
 
 #include <atomic>
-#include <optional>
-#include <string_view>
 
 #include "alloclab/locks/lock.hpp"
 #include "alloclab/mm/vmalloc/va_tree.hpp"
 
 namespace alloclab::vmalloc {
-
-// A lock site whose class may be missing from the catalogue: a counted Lock when the class exists, otherwise
-// a plain test-and-test-and-set spinlock outside lock_stat.
-class SiteLock {
- public:
-  SiteLock(LockDomain& d, std::string_view cls);
-  SiteLock(const SiteLock&) = delete;
-  SiteLock& operator=(const SiteLock&) = delete;
-  void lock(LockToken& t) {
-    if (lock_)
-      lock_->lock(t);
-    else
-      raw_lock();
-  }
-  void unlock(LockToken& t) {
-    if (lock_)
-      lock_->unlock(t);
-    else
-      raw_unlock();
-  }
-  bool counted() const { return lock_.has_value(); }
-
- private:
-  void raw_lock();
-  void raw_unlock() {
-    vcost::touch(&raw_, true);  // the releasing store on the lock word
-    raw_.store(0, std::memory_order_release);
-  }
-  std::optional<Lock> lock_;
-  std::atomic<uint32_t> raw_{0};
-  bool yield_ = false;
-};
 
 // Holds a lock for a scope (spin_lock/spin_unlock pair) on anything with lock(LockToken&)/unlock(LockToken&).
 template <class L>
@@ -89,7 +53,7 @@ struct alignas(64) VmapNode {
   VaTree busy;
   int busy_last_cpu = -1;  // under busy_lock: the CPU that last pulled the tree's cache lines (bounce_ns)
   // lazy: freed areas waiting for the TLB flush of a purge.
-  alignas(64) SiteLock lazy_lock;
+  alignas(64) Lock lazy_lock;
   VaTree lazy;
   int lazy_last_cpu = -1;
   std::atomic<uint64_t> lazy_count{0};  // !RB_EMPTY_ROOT(&vn->lazy.root), read without the lock by the purge
