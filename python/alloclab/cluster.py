@@ -154,6 +154,8 @@ def slurm(folder: str | os.PathLike = "slurm", **params: Any) -> Any:
     def executor(host_timed: bool) -> Any:
         ex = submitit.AutoExecutor(folder=os.fspath(folder))
         chosen = {"exclusive": host_timed, **params}
+        if not chosen["exclusive"]:
+            del chosen["exclusive"]  # submitit would write --exclusive=False, which sbatch does not read as "no"
         if ex.cluster == "slurm":
             ex.update_parameters(**{SLURM_KEYS[k]: v for k, v in chosen.items()})
         elif "time" in params:
@@ -337,7 +339,7 @@ def check_placement(executor: Any, host_timed: bool) -> None:
         if not params.get("exclusive"):
             raise ValueError(
                 f"executor: a SLURM executor without exclusive=True may share a node between jobs; {why}: "
-                "executor.update_parameters(slurm_exclusive=True) (--slurm exclusive=true is the CLI's default)"
+                "executor.update_parameters(slurm_exclusive=True) (--slurm sets it for host-timed sweeps)"
             )
     else:
         raise ValueError(

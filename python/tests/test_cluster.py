@@ -264,6 +264,25 @@ def test_one_dask_worker_with_the_machine_resource_runs_real_clock():
     assert list(df["status"]) == ["ok", "ok"]
 
 
+def test_slurm_asks_for_whole_nodes_for_host_timed_sweeps(tmp_path, monkeypatch):
+    # submitit builds a SLURM executor where it finds srun; the sbatch script it would submit is checked, not run
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    make = cluster.slurm(folder=tmp_path / "jobs", partition="cpu", time=10, array_parallelism=4)
+    timed, packed = make(True), make(False)
+    assert timed.cluster == "slurm"
+    script = timed._executor._make_submission_file_text("cmd", "uid")
+    assert "#SBATCH --exclusive" in script and "#SBATCH --partition=cpu" in script and "#SBATCH --time=10" in script
+    assert "--exclusive" not in packed._executor._make_submission_file_text("cmd", "uid")
+    cluster.check_placement(timed, host_timed=True)
+    with pytest.raises(ValueError, match="a SLURM executor without exclusive=True may share a node"):
+        cluster.check_placement(packed, host_timed=True)
+    cluster.check_placement(packed, host_timed=False)
+
+
 def test_not_an_executor_is_refused():
     with pytest.raises(ValueError, match="executor: expected a concurrent.futures.Executor"):
         _sweep(executor=object())
