@@ -285,7 +285,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if meta.get("reused_runs"):
         print(f"resumed from {meta.get('resumed_from')}: {meta['reused_runs']} runs reused, not run again")
     keys = list(grid) or ["config"]
-    figures = [c for c in runs.columns[list(runs.columns).index("workers_bound") + 1 :]]
+    figures = [c for c in runs.columns[list(runs.columns).index(cluster.HOST_COLUMNS[-1]) + 1 :]]
     ok = runs[runs["status"] == "ok"]
     counts = runs.groupby(keys, sort=False)["status"].agg(runs="size", ok=lambda s: int((s == "ok").sum()))
     table = counts
