@@ -96,7 +96,7 @@ $(STAMPS)/venv: pyproject.toml | $(STAMPS)/sysdeps
 
 install: $(STAMPS)/install
 $(STAMPS)/install: $(STAMPS)/venv $(CPP_SOURCES) pyproject.toml
-	$(LOCK) $(VPY) -m pip install -q --no-build-isolation -e '.[test,notebooks]' $(QUIET_PIP)
+	$(LOCK) $(VPY) -m pip install -q --no-build-isolation -e '.[test,notebooks,cluster]' $(QUIET_PIP)
 	@touch $@
 
 cpp: $(STAMPS)/cpp

@@ -29,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from . import cluster
+
 __all__ = ["console", "main", "parse_assignments", "parse_value"]
 
 _RUN_OPTION_TYPES: dict[str, type] = {
@@ -267,10 +269,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     options = _options(args, fixed)
     progress = _progress(args)
     try:
-        out = sweep(
-            args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=bool(args.detail),
-            out=args.out, resume=bool(args.resume) or None, overwrite=bool(args.force), **options, **fixed,
-        )  # fmt: skip
+        with _executor(args) as executor:
+            out = sweep(
+                args.scenario, grid=grid, repeats=args.repeats, progress=progress, detail=bool(args.detail),
+                out=args.out, resume=bool(args.resume) or None, overwrite=bool(args.force), executor=executor,
+                **options, **fixed,
+            )  # fmt: skip
     except SweepInterrupted as exc:
         print(f"alloclab sweep: interrupted after {exc.done} of {exc.total} runs", file=sys.stderr)
         if exc.saved is not None:
@@ -281,7 +285,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if meta.get("reused_runs"):
         print(f"resumed from {meta.get('resumed_from')}: {meta['reused_runs']} runs reused, not run again")
     keys = list(grid) or ["config"]
-    figures = [c for c in runs.columns[list(runs.columns).index("workers_bound") + 1 :]]
+    figures = [c for c in runs.columns[list(runs.columns).index(cluster.HOST_COLUMNS[-1]) + 1 :]]
     ok = runs[runs["status"] == "ok"]
     counts = runs.groupby(keys, sort=False)["status"].agg(runs="size", ok=lambda s: int((s == "ok").sum()))
     table = counts
@@ -318,6 +322,16 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         selected = [studies.find(args.name)]
     quick = bool(args.quick or quick_env())
     progress = _progress(args)
+    with _executor(args) as executor, cluster.using(executor):  # every sweep of the studies goes there
+        return _reproduce(args, selected, broken, quick, progress)
+
+
+def _reproduce(
+    args: argparse.Namespace, selected: list[Any], broken: dict[str, str], quick: bool, progress: bool
+) -> int:
+    """Runs the ``selected`` studies and prints their tables; returns the exit status."""
+    from . import studies
+
     failures = 0
     for module, error in broken.items() if args.name == "all" else ():
         print(f"== {module}: cannot load: {error}", file=sys.stderr)
@@ -409,6 +423,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     _run_options(p)
+    _cluster_options(p)
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("reproduce", help="run the seed studies; print ours beside the published figures")
@@ -417,6 +432,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
     p.add_argument("--list", action="store_true", help="list the studies and exit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
+    _cluster_options(p)
     p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser("calibrate", help="measure this machine and write its machine profile (TOML)")
@@ -438,6 +454,37 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", default="real", help="real (default) or virtual: simulate --machine in virtual time")
     p.add_argument("--machine", metavar="NAME", help="with --clock virtual: a profile (alloclab machines) or TOML file")
     p.add_argument("--costs", metavar="KIND", help="with --clock virtual: table (default; deterministic) or measured")
+
+
+def _cluster_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="run every run as a task on the Dask scheduler at ADDRESS (README 'On a cluster')",
+    )
+    where.add_argument(
+        "--slurm",
+        metavar="K=V,...",
+        help="run the runs as a SLURM job array through submitit (local processes without SLURM); keys: folder, "
+        + ", ".join(cluster.SLURM_KEYS),
+    )
+
+
+def _executor(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """What ``--dask``/``--slurm`` ask for (a function for :func:`alloclab.cluster.pick`; None: run here), as a
+    context that disconnects from Dask at its end."""
+    if args.dask is not None:
+        return cluster.dask(args.dask)
+    if args.slurm is None:
+        return contextlib.nullcontext()
+    params: dict[str, Any] = {}
+    for item in args.slurm.split(","):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--slurm: expected key=value,... got {item!r} in {args.slurm!r}")
+        params[key.strip()] = raw.strip() if key.strip() in ("folder", "partition") else parse_value(raw.strip())
+    return contextlib.nullcontext(cluster.slurm(**params))
 
 
 def _options(args: argparse.Namespace, fixed: dict[str, Any]) -> dict[str, Any]:

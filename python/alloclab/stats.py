@@ -52,6 +52,7 @@ def compare(
     alpha: float = 0.05,
     alternative: str = "two-sided",
     min_repeats: int = MIN_REPEATS,
+    across_hosts: bool = False,
 ) -> pd.DataFrame:
     """Compare the groups of ``by`` on ``metric``: median, IQR, ratio to a baseline, a U-test p-value and a finding.
 
@@ -70,6 +71,11 @@ def compare(
         alternative: passed to :func:`scipy.stats.mannwhitneyu` (``"two-sided"``, ``"less"``, ``"greater"``;
             one-sided alternatives are about the variant relative to the baseline).
         min_repeats: runs each side needs before a difference is a finding.
+        across_hosts: compare host timings from different hosts. By default the rows compared (when the table
+            has the ``host`` columns of :data:`alloclab.cluster.HOST_COLUMNS`) must all come from one host (same
+            hostname, CPU model, topology digest and kernel), except rows whose figures do not depend on the host
+            (``host_independent``: virtual clock with ``costs="table"``): a timing on one machine against a timing
+            on another measures the machines, not the variants.
 
     Returns:
         One row per (``within`` values, variant): the ``within`` and ``by`` columns, ``n``, ``median``, ``q1``,
@@ -84,7 +90,8 @@ def compare(
         ``significant`` (the finding holds: p < alpha, enough repeats, nothing oversubscribed).
 
     Raises:
-        ValueError: a named column is missing, or ``baseline`` is not among the values of ``by``.
+        ValueError: a named column is missing, ``baseline`` is not among the values of ``by``, or the timed rows
+            come from more than one host and ``across_hosts`` is False.
     """
     from scipy.stats import mannwhitneyu
 
@@ -100,6 +107,8 @@ def compare(
     if "status" in data.columns:
         data = data[data["status"] == "ok"]
     data = data[pd.to_numeric(data[metric], errors="coerce").notna()]
+    if not across_hosts and "host" not in by_cols and "host" not in within_cols:
+        _one_host(data)
     flagged = np.zeros(len(data), dtype=bool)
     for col in FLAG_COLUMNS:
         if col in data.columns:
@@ -207,6 +216,27 @@ def finding(
     if reasons:
         return "n.s. (" + "; ".join(reasons) + ")", False
     return f"{row['ratio']:.3g}x (p={p:.2g})", True
+
+
+#: The columns that name a row's host (the rest of :data:`alloclab.cluster.HOST_COLUMNS`).
+_HOST_IDENTITY = ("host", "host_cpu", "host_topology", "host_kernel")
+
+
+def _one_host(data: pd.DataFrame) -> None:
+    """Raises ValueError when the rows timed by their host (not ``host_independent``) come from several hosts."""
+    cols = [c for c in _HOST_IDENTITY if c in data.columns]
+    if not cols:
+        return
+    timed = data
+    if "host_independent" in data.columns:
+        timed = data[~data["host_independent"].fillna(False).astype(bool).to_numpy()]
+    hosts = list(dict.fromkeys(timed[cols].astype(str).itertuples(index=False, name=None)))
+    if len(hosts) > 1:
+        names = "; ".join(" / ".join(h) for h in hosts)
+        raise ValueError(
+            f"across_hosts: the rows compared were timed on {len(hosts)} hosts ({names}); timings from different "
+            "machines are not samples of one variant. Compare per host (within='host'), or pass across_hosts=True"
+        )
 
 
 def _groups(

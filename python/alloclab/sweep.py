@@ -21,6 +21,7 @@ carries the finished rows; ``resume=DIR`` runs only the runs that DIR does not a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -33,9 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _resultdir, _resume, results
+from . import _resultdir, _resume, cluster, results
 from ._catalogue import scenarios as _scenarios
-from ._run import MeasurementWarning, RunResult, run
+from ._run import MeasurementWarning, RunResult
 from .machines import Machine
 from .results import SweepResult, jsonable
 from .topology import Topology
@@ -51,7 +52,10 @@ RUN_OPTIONS = (
 #: Columns every sweep table starts with (then the grid and fixed parameters, then these status columns,
 #: then the scenario's summary figures).
 KEY_COLUMNS = ("run", "config", "repeat", "scenario")
-STATUS_COLUMNS = ("status", "error", "seed", "lockstat", "attempts", "oversubscribed", "n_workers", "workers_bound")
+STATUS_COLUMNS = (
+    "status", "error", "seed", "lockstat", "attempts", "oversubscribed", "n_workers", "workers_bound",
+    *cluster.HOST_COLUMNS,
+)  # fmt: skip
 
 # Provenance keys that differ from run to run by nature and so never count as a "varying" setting.
 _PER_RUN_KEYS = {"started", "ended"}
@@ -130,6 +134,7 @@ def sweep(
     costs: str | None = None,
     retries: int = 0,
     lockstat_repeats: int = 0,
+    executor: Any = None,
     **fixed: Any,
 ) -> pd.DataFrame | SweepResult:
     """Run a scenario over a grid of configurations, ``repeats`` times each, interleaved.
@@ -179,23 +184,36 @@ def sweep(
         min_time_s, grow, exclusive: as :func:`alloclab.run`.
         clock, machine, costs: as :func:`alloclab.run`: ``clock="virtual", machine="xeon-8380-2s"`` runs every
             configuration on that simulated machine (``machine`` may also be a grid axis, to compare machines).
+        executor: where the runs run (default: here, one after the other; or the executor of an enclosing
+            :func:`alloclab.cluster.using` block; or a function of ``host_timed`` returning one, see
+            :func:`alloclab.cluster.pick`). Any :class:`concurrent.futures.Executor` (a Dask client's
+            ``client.get_executor()``, a ``ProcessPoolExecutor``) or a ``submitit`` executor (one SLURM job array):
+            each configuration x repeat is one task, the rows arrive as tasks finish (progress bar, ``out`` and
+            ``resume`` as without it), and a task whose worker dies becomes an ``error`` row whose ``error`` starts
+            with ``"worker lost"``. Runs timed by their host (``clock="real"``, or ``costs="measured"``) need a
+            machine each: the executor must place one task per host at a time (see
+            :func:`alloclab.cluster.check_placement`); virtual-clock runs with ``costs="table"`` may share hosts.
         **fixed: scenario parameters held constant over the sweep (each becomes a column too).
 
     Returns:
-        A DataFrame with one row per run, in the order the runs happened: ``run, config, repeat, scenario``,
-        one column per grid axis and fixed parameter, ``status`` (``"ok"``, ``"error"`` or ``"stopped"``),
-        ``error`` (the message, ``""`` when ok), ``seed``, ``lockstat``, ``attempts``, ``oversubscribed``,
-        ``n_workers``, ``workers_bound``, then the scenario's summary figures (NaN or NA on error rows; integer
-        figures stay integers). Its ``attrs["alloclab"]`` holds the sweep's meta data (scenario, grid, fixed,
-        options, start and end time, the runs' common provenance, ``complete``, ``interrupted``, ``resumed_from``,
-        ``reused_runs``, ``retried_runs``, ``flagged_runs``); :func:`alloclab.results.save` writes it to
-        ``meta.json``. With ``detail=True``, a :class:`SweepResult` instead.
+        A DataFrame with one row per run, in sweep order (by run index, however an executor's tasks finished):
+        ``run, config, repeat, scenario``, one column per grid axis and fixed parameter, ``status`` (``"ok"``,
+        ``"error"`` or ``"stopped"``), ``error`` (the message, ``""`` when ok), ``seed``, ``lockstat``,
+        ``attempts``, ``oversubscribed``, ``n_workers``, ``workers_bound``, the host that ran it
+        (:data:`alloclab.cluster.HOST_COLUMNS`: ``host``, ``host_cpu``, ``host_topology``, ``host_kernel``,
+        ``host_independent``; ``None`` when its worker was lost), then the scenario's summary figures (NaN or NA on
+        error rows; integer figures stay integers). Its ``attrs["alloclab"]`` holds the sweep's meta data
+        (scenario, grid, fixed, options, start and end time, the runs' common provenance, ``complete``,
+        ``interrupted``, ``resumed_from``, ``reused_runs``, ``retried_runs``, ``flagged_runs``);
+        :func:`alloclab.results.save` writes it to ``meta.json``. With ``detail=True``, a :class:`SweepResult`
+        instead.
 
     Raises:
         ValueError: the scenario does not exist, a grid/fixed name is neither one of its parameters nor a run
             option, an axis is empty, ``repeats < 1``, ``out`` cannot be written or already holds a result, or
             ``resume`` names a saved result of another scenario or with other run options (seed, topology,
-            placement, locks, lockstat, strict). (A *value* the engine rejects only makes error rows.)
+            placement, locks, lockstat, strict), or ``executor`` is no executor or could run two host-timed runs on
+            one host at once. (A *value* the engine rejects only makes error rows.)
         DirectoryLocked: another sweep or save is writing ``out``.
         SweepInterrupted: Ctrl-C. The current run is stopped and its threads joined, the finished rows are saved
             (with ``out``) and carried by the exception (``.result``); it is a ``KeyboardInterrupt``.
@@ -226,6 +244,12 @@ def sweep(
         "machine": machine,
         "costs": costs,
     }
+    executor = cluster.current() if executor is None else executor
+    if executor is not None:
+        timing = [{**options, **{k: v for k, v in c.items() if k in RUN_OPTIONS}} for c in configs]
+        host_timed = any(o["clock"] != "virtual" or o["costs"] == "measured" for o in timing)
+        executor = cluster.pick(executor, host_timed)
+        cluster.check_placement(executor, host_timed)
     out_dir = None if out is None else Path(out)
     resume_dir = _resume_dir(resume, out_dir)
     plan = [(r, c) for r in range(repeats + lockstat_repeats) for c in range(len(configs))]
@@ -236,7 +260,7 @@ def sweep(
         writer = _resultdir.Writer(out_dir, results._TABLES, param="out", overwrite=overwrite, resuming=resuming)
     try:
         return _sweep(scenario, grid, fixed, repeats, lockstat_repeats, retries, options, configs, plan, detail,
-                      progress, writer, resume_dir, topo_cache)  # fmt: skip
+                      progress, writer, resume_dir, topo_cache, executor)  # fmt: skip
     finally:
         if writer is not None:
             writer.close()
@@ -257,8 +281,9 @@ def _sweep(
     writer: _resultdir.Writer | None,
     resume_dir: Path | None,
     topo_cache: dict[str, Topology | None],
+    executor: Any,
 ) -> pd.DataFrame | SweepResult:
-    """The sweep itself, with ``out`` (when given) held by ``writer``."""
+    """The sweep itself, with ``out`` (when given) held by ``writer``; the runs here, or as tasks of ``executor``."""
     topology_key = functools.partial(_topology_key, cache={})
     previous = None
     if resume_dir is not None:
@@ -275,34 +300,20 @@ def _sweep(
     bar = None
     try:
         bar = _progress_bar(len(plan), scenario, enabled=progress, initial=len(plan) - len(pending))
-        for run_index in pending:
-            repeat, config_index = plan[run_index]
-            config = configs[config_index]
-            if bar is not None:
-                bar.set_postfix_str(_config_label(config, repeat, repeats))
-            keys = {"run": run_index, "config": config_index, "repeat": repeat, "scenario": scenario}
-            params = {k: _label(v) for k, v in {**config, **fixed}.items()}
-            row: dict[str, Any] = {**keys, **params}
-            call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
-            if repeat >= repeats:  # a lock_stat run, for the counts
-                call["lockstat"] = True
-            row["seed"] = _label(call["seed"])
-            row["lockstat"] = call["lockstat"]
-            try:
-                call["topology"] = _topology(call["topology"], topo_cache)
-                scen_params = {k: v for k, v in {**fixed, **config}.items() if k not in RUN_OPTIONS}
-                result, attempts = _run_checked(scenario, call, scen_params, retries, state)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as exc:  # an invalid configuration, out of memory, a binding failure with strict
-                row.update(status="error", error=f"{type(exc).__name__}: {exc}", attempts=1)
-                state.add(run_index, row)
-            else:
-                row["attempts"] = attempts
-                state.add(run_index, _ok_row(row, result), result, keys, params)
+        prepared = {i: _prepare(i, scenario, fixed, repeats, retries, options, configs, plan) for i in pending}
+        if executor is None:
+            finished = ((i, cluster.execute(prepared[i][3], topo_cache)) for i in pending)
+        else:
+            tasks = [(i, _portable(prepared[i][3])) for i in pending]
+            finished = cluster.completed(executor, tasks)
+        for run_index, outcome in finished:
+            row, keys, params, _ = prepared.pop(run_index)
+            _record(state, run_index, row, keys, params, outcome)
             if out_dir is not None:
                 state.save()
             if bar is not None:
+                repeat, config_index = plan[run_index]
+                bar.set_postfix_str(_config_label(configs[config_index], repeat, repeats))
                 bar.update(1)
     except KeyboardInterrupt as exc:
         if bar is not None:
@@ -329,26 +340,57 @@ def _sweep(
     return result
 
 
-def _run_checked(
-    scenario: str, call: dict[str, Any], params: dict[str, Any], retries: int, state: _State
-) -> tuple[RunResult, int]:
-    """One run, tried again (up to ``retries`` times) while its workers did not run together; returns the last
-    result and the number of tries. Its measurement warnings are collected in ``state`` instead of shown."""
-    for attempt in range(1, retries + 2):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", MeasurementWarning)
-            result = run(scenario, **call, **params)
-        poor = result.summary.get("overlap_poor") is True and not result.stopped
-        if poor and attempt <= retries:
-            state.retried += 1
-            continue
-        for w in caught:
-            if issubclass(w.category, MeasurementWarning):
-                state.flagged.append(str(w.message))
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        return result, attempt
-    raise AssertionError("unreachable")
+def _prepare(
+    run_index: int,
+    scenario: str,
+    fixed: dict[str, Any],
+    repeats: int,
+    retries: int,
+    options: dict[str, Any],
+    configs: list[dict[str, Any]],
+    plan: list[tuple[int, int]],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], cluster.Task]:
+    """Run ``run_index`` of the plan: its row so far (keys, parameters, seed, lockstat), its keys and parameters
+    (for the detail tables), and its task."""
+    repeat, config_index = plan[run_index]
+    config = configs[config_index]
+    keys = {"run": run_index, "config": config_index, "repeat": repeat, "scenario": scenario}
+    params = {k: _label(v) for k, v in {**config, **fixed}.items()}
+    row: dict[str, Any] = {**keys, **params}
+    call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+    if repeat >= repeats:  # a lock_stat run, for the counts
+        call["lockstat"] = True
+    row["seed"] = _label(call["seed"])
+    row["lockstat"] = call["lockstat"]
+    scen_params = {k: v for k, v in {**fixed, **config}.items() if k not in RUN_OPTIONS}
+    return row, keys, params, cluster.Task(run_index, scenario, call, scen_params, retries)
+
+
+def _portable(task: cluster.Task) -> cluster.Task:
+    return dataclasses.replace(task, options=cluster.portable(task.options))
+
+
+def _record(
+    state: _State,
+    run_index: int,
+    row: dict[str, Any],
+    keys: dict[str, Any],
+    params: dict[str, Any],
+    outcome: cluster.Outcome,
+) -> None:
+    """Adds a finished run's row to ``state``: an error row when it has no result, else its figures. Its
+    measurement warnings are collected in ``state`` instead of shown; its other warnings are shown here."""
+    row.update(outcome.host)
+    state.retried += outcome.retried
+    state.flagged.extend(outcome.flagged)
+    for category, message in outcome.other_warnings:
+        warnings.warn(message, category, stacklevel=4)
+    if outcome.result is None:
+        row.update(status="error", error=outcome.error, attempts=1)
+        state.add(run_index, row)
+    else:
+        row["attempts"] = outcome.attempts
+        state.add(run_index, _ok_row(row, outcome.result), outcome.result, keys, params)
 
 
 def _count_reasons(messages: list[str]) -> str:
@@ -557,16 +599,6 @@ def _topology_key(value: Any, cache: dict[str, Topology]) -> str:
     return str(value)
 
 
-def _topology(value: Any, cache: dict[str, Topology | None]) -> Topology | None:
-    if value is None or isinstance(value, Topology):
-        return value
-    if isinstance(value, str):
-        if value not in cache:
-            cache[value] = None if value == "host" else Topology.synthetic(value)
-        return cache[value]
-    raise ValueError(f"topology: expected a Topology, a synthetic description or 'host', got {value!r}")
-
-
 def _label(value: Any) -> Any:
     """A table-friendly form of a parameter value (Topology, dict and list values become strings)."""
     if isinstance(value, Topology):
@@ -622,6 +654,7 @@ def _tidy(rows: list[dict[str, Any]], grid: Mapping[str, Any], fixed: Mapping[st
     table = pd.DataFrame(rows, columns=[*front, *rest])
     table["error"] = table["error"].fillna("").astype(str)
     table["oversubscribed"] = table["oversubscribed"].astype("boolean")
+    table["host_independent"] = table["host_independent"].astype("boolean")
     for col in ("n_workers", "workers_bound", "attempts"):
         table[col] = pd.to_numeric(table[col]).astype("Int64")
     for col in rest:  # integer and boolean figures keep their kind, with NA where a run has none (error rows)

@@ -20,7 +20,7 @@ from conftest import on
 import alloclab as al
 from alloclab import _core
 
-sweep_module = importlib.import_module("alloclab.sweep")  # `al.sweep` is the function
+runs_module = importlib.import_module("alloclab.cluster")  # where a sweep makes its runs
 
 #: Scenarios whose every lock acquisition of one class falls inside the workers' timed parts, with that class.
 ONE_GLOBAL_LOCK = [
@@ -256,7 +256,7 @@ def test_interpreter_exit_during_a_run_s_set_up_in_a_daemon_thread_exits_cleanly
 
 
 def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagged(monkeypatch):
-    real, calls = sweep_module.run, []
+    real, calls = runs_module.run, []
 
     def flaky(scenario, **kwargs):
         result = real(scenario, **kwargs)
@@ -265,7 +265,7 @@ def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagge
         summary["overlap_poor"] = len(calls) == 1  # the first try did not run together, the second did
         return al.RunResult(**{**result.__dict__, "summary": summary})
 
-    monkeypatch.setattr(sweep_module, "run", flaky)
+    monkeypatch.setattr(runs_module, "run", flaky)
     df = al.sweep("lock_zoo", grid={"lock": ["spin"]}, repeats=1, retries=2, progress=False, threads=1,
                   iterations=100, min_time_s=0)  # fmt: skip
     assert len(calls) == 2 and df["attempts"].tolist() == [2]

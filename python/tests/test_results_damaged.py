@@ -301,7 +301,7 @@ def test_ok_rows_with_lost_figures_are_not_reused(tmp_path, monkeypatch):
     not taken as a result; a figure missing by design (fairness without a window, lock_stat off) is not a loss."""
     import importlib
 
-    sweep_module = importlib.import_module("alloclab.sweep")
+    runs_module = importlib.import_module("alloclab.cluster")  # where a sweep makes its runs
     al.sweep("lock_zoo", grid={"threads": [1, 2]}, repeats=2, progress=False, out=tmp_path, iterations=50,
              hold_ns=0)  # fmt: skip
     loaded = al.results.load(tmp_path)
@@ -315,13 +315,13 @@ def test_ok_rows_with_lost_figures_are_not_reused(tmp_path, monkeypatch):
     data.loc[1, ["fairness_jain", "wait_per_hold"]] = float("nan")  # run 1: figures that may be NaN by design
     al.results.save(data, tmp_path, overwrite=True)
     ran: list[int] = []
-    real = sweep_module.run
+    real = runs_module.run
 
     def counting(scenario, **kwargs):
         ran.append(kwargs["threads"])
         return real(scenario, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "run", counting)
+    monkeypatch.setattr(runs_module, "run", counting)
     df = al.sweep("lock_zoo", grid={"threads": [1, 2]}, repeats=2, progress=False, resume=tmp_path, iterations=50,
                   hold_ns=0)  # fmt: skip
     assert ran == [1, 2]  # runs 0 (threads=1, repeat 0) and 3 (threads=2, repeat 1)

@@ -23,18 +23,18 @@ import alloclab as al
 from alloclab import _resultdir
 from alloclab.results import DirectoryLocked
 
-sweep_module = importlib.import_module("alloclab.sweep")
+runs_module = importlib.import_module("alloclab.cluster")  # where a sweep makes its runs
 
 
 class HeldRun:
     """Replaces the sweep's ``run``: the first call waits until released, so a sweep holds its directory."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
-        self.real = sweep_module.run
+        self.real = runs_module.run
         self.started = threading.Event()
         self.release = threading.Event()
         self.calls = 0
-        monkeypatch.setattr(sweep_module, "run", self)
+        monkeypatch.setattr(runs_module, "run", self)
 
     def __call__(self, scenario, **kwargs):
         self.calls += 1

@@ -15,20 +15,20 @@ from hwloc_xml import machine_xml
 
 import alloclab as al
 
-sweep_module = importlib.import_module("alloclab.sweep")
+runs_module = importlib.import_module("alloclab.cluster")  # where a sweep makes its runs
 
 
 @pytest.fixture
 def runs(monkeypatch) -> list[dict]:
     """The keyword arguments of every run the sweeps of a test make."""
     calls: list[dict] = []
-    real = sweep_module.run
+    real = runs_module.run
 
     def counting(scenario, **kwargs):
         calls.append(kwargs)
         return real(scenario, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "run", counting)
+    monkeypatch.setattr(runs_module, "run", counting)
     return calls
 
 

@@ -19,7 +19,7 @@ import pytest
 import alloclab as al
 from alloclab.cli import main
 
-sweep_module = importlib.import_module("alloclab.sweep")  # `al.sweep` is the function
+runs_module = importlib.import_module("alloclab.cluster")  # where a sweep makes its runs
 
 NEVER_ENDS = 10**9  # iterations no test waits for: the run is interrupted (or stopped by its timeout)
 GRID = {"iterations": [100, 200, NEVER_ENDS, 300]}
@@ -30,12 +30,12 @@ class Runs:
     """Wraps the sweep's ``run`` to count calls and, optionally, press Ctrl-C during one of them."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, interrupt_when=None, before_each=None):
-        self.real = sweep_module.run
+        self.real = runs_module.run
         self.calls: list[dict] = []
         self.interrupt_when = interrupt_when
         self.before_each = before_each
         self.timers: list[threading.Timer] = []
-        monkeypatch.setattr(sweep_module, "run", self)
+        monkeypatch.setattr(runs_module, "run", self)
 
     def __call__(self, scenario, **kwargs):
         if self.before_each is not None:
@@ -64,7 +64,7 @@ def _interrupted_sweep(monkeypatch, out, **extra) -> al.SweepInterrupted:
             **extra,
         )  # fmt: skip
     runs.join()
-    monkeypatch.setattr(sweep_module, "run", runs.real)
+    monkeypatch.setattr(runs_module, "run", runs.real)
     return info.value
 
 
