@@ -79,7 +79,7 @@ def test_meta_attrs_describe_the_sweep(grid_sweep):
     assert meta["provenance"]["model_description"] == "host"
     assert "started" not in meta["provenance"]
     assert sorted(meta["provenance_varying"]["workers"]) == [1, 2, 3]
-    assert set(meta["defaults"]) == {"hold_ns", "think_ns", "locks_n"}
+    assert set(meta["defaults"]) == {"hold_ns", "think_ns", "locks_n", "lines"}
     assert meta["started"] <= meta["ended"]
 
 
