@@ -9,7 +9,7 @@ namespace alloclab {
 
 namespace {
 constexpr LockKindInfo kKinds[] = {
-#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, Type::kName, Type::kDoc, Type::kFifo},
+#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };
