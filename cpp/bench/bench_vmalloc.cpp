@@ -51,62 +51,66 @@ BENCHMARK_CAPTURE(BM_VmallocAllocFree, v69_2nodes_once, 2, true, false);
 BENCHMARK_CAPTURE(BM_VmallocAllocFree, v67_once_lockstat, 1, true, true);
 BENCHMARK_CAPTURE(BM_VmallocAllocFree, v69_2nodes_once_lockstat, 2, true, true);
 
-// n one-page holes at kBase + 2i pages, then a large tail: a 2-page request fits only in the tail.
+// A free tree of n one-page holes at kBase + 2i pages, then a large tail (a 2-page request fits only in the tail),
+// on a CPU of its own; its areas go back to the CPU's slab at the end of the benchmark.
 constexpr unsigned long kBase = 0x100000000ul;
-void build_fragmented(VmapCpu& c, VaTree& t, unsigned long n) {
-  for (unsigned long i = 0; i < n; ++i) {
-    VmapArea* va = kmem_cache_alloc_va(c);
-    va->va_start = kBase + 2 * i * PAGE_SIZE;
-    va->va_end = va->va_start + PAGE_SIZE;
-    insert_vmap_area_augment(c, va, nullptr, t);
+struct FragmentedTree {
+  explicit FragmentedTree(unsigned long n) {
+    for (unsigned long i = 0; i < n; ++i) {
+      VmapArea* va = kmem_cache_alloc_va(c);
+      va->va_start = kBase + 2 * i * PAGE_SIZE;
+      va->va_end = va->va_start + PAGE_SIZE;
+      insert_vmap_area_augment(c, va, nullptr, t);
+    }
+    VmapArea* tail = kmem_cache_alloc_va(c);
+    tail->va_start = kBase + 2 * n * PAGE_SIZE;
+    tail->va_end = tail->va_start + (1ul << 30);
+    insert_vmap_area_augment(c, tail, nullptr, t);
   }
-  VmapArea* tail = kmem_cache_alloc_va(c);
-  tail->va_start = kBase + 2 * n * PAGE_SIZE;
-  tail->va_end = tail->va_start + (1ul << 30);
-  insert_vmap_area_augment(c, tail, nullptr, t);
-}
-void drop(VmapCpu& c, VaTree& t) {
-  for (ListHead *p = t.head.next, *n = p->next; p != &t.head; p = n, n = p->next) kmem_cache_free_va(c, va_of_list(p));
-  INIT_LIST_HEAD(&t.head);
-  t.root = RbRoot{};
+  ~FragmentedTree() {
+    for (ListHead *p = t.head.next, *n = p->next; p != &t.head; p = n, n = p->next)
+      kmem_cache_free_va(c, va_of_list(p));
+    INIT_LIST_HEAD(&t.head);
+    t.root = RbRoot{};
+  }
+  FragmentedTree(const FragmentedTree&) = delete;
+  FragmentedTree& operator=(const FragmentedTree&) = delete;
+
+  VmapCpu c;
+  VaTree t;
+};
+
+// Searches a FragmentedTree of state.range(0) holes for a 2-page fit (only the tail has one) with search(cpu, tree)
+// on every iteration; nodes_visited per search where the search counts them (the augmented descent).
+template <class Search>
+void search_fragmented(benchmark::State& state, Search search) {
+  FragmentedTree f(static_cast<unsigned long>(state.range(0)));
+  const uint64_t s0 = f.c.st.search_steps, q0 = f.c.st.searches;
+  for (auto _ : state) benchmark::DoNotOptimize(search(f.c, f.t));
+  if (f.c.st.searches > q0)
+    state.counters["nodes_visited"] = double(f.c.st.search_steps - s0) / double(f.c.st.searches - q0);
+  state.SetComplexityN(state.range(0));
 }
 
 void BM_FindVmapLowestMatch(benchmark::State& state) {
-  const unsigned long n = static_cast<unsigned long>(state.range(0));
-  VmapCpu c;
-  VaTree t;
-  build_fragmented(c, t, n);
-  const uint64_t s0 = c.st.search_steps, q0 = c.st.searches;
-  for (auto _ : state) {
-    VmapArea* va = find_vmap_lowest_match(c, &t.root, 2 * PAGE_SIZE, PAGE_SIZE, kBase, false);
-    benchmark::DoNotOptimize(va);
-  }
-  state.counters["nodes_visited"] = double(c.st.search_steps - s0) / double(c.st.searches - q0);
-  state.SetComplexityN(state.range(0));
-  drop(c, t);
+  search_fragmented(state, [](VmapCpu& c, VaTree& t) {
+    return find_vmap_lowest_match(c, &t.root, 2 * PAGE_SIZE, PAGE_SIZE, kBase, false);
+  });
 }
 BENCHMARK(BM_FindVmapLowestMatch)->RangeMultiplier(4)->Range(1 << 6, 1 << 20)->Complexity(benchmark::oLogN);
 
 void BM_FindVmapLowestLinearMatch(benchmark::State& state) {
-  const unsigned long n = static_cast<unsigned long>(state.range(0));
-  VmapCpu c;
-  VaTree t;
-  build_fragmented(c, t, n);
-  for (auto _ : state) {
-    VmapArea* va = find_vmap_lowest_linear_match(&t.head, 2 * PAGE_SIZE, PAGE_SIZE, kBase);
-    benchmark::DoNotOptimize(va);
-  }
-  state.SetComplexityN(state.range(0));
-  drop(c, t);
+  search_fragmented(state, [](VmapCpu&, VaTree& t) {
+    return find_vmap_lowest_linear_match(&t.head, 2 * PAGE_SIZE, PAGE_SIZE, kBase);
+  });
 }
 BENCHMARK(BM_FindVmapLowestLinearMatch)->RangeMultiplier(4)->Range(1 << 6, 1 << 14)->Complexity(benchmark::oN);
 
 // __alloc_vmap_area (search + va_clip) then merge_or_add_vmap_area_augment back: the tree keeps its n holes.
 void BM_AllocVmapAreaFragmented(benchmark::State& state) {
   const unsigned long n = static_cast<unsigned long>(state.range(0));
-  VmapCpu c;
-  VaTree t;
-  build_fragmented(c, t, n);
+  FragmentedTree f(n);
+  auto& [c, t] = f;
   const unsigned long vend = kBase + (2 * n + 1) * PAGE_SIZE + (1ul << 30);
   for (auto _ : state) {
     if (!c.ne_fit_preload_node) c.ne_fit_preload_node = kmem_cache_alloc_va(c);
@@ -117,7 +121,6 @@ void BM_AllocVmapAreaFragmented(benchmark::State& state) {
     merge_or_add_vmap_area_augment(c, va, t);
   }
   state.SetComplexityN(state.range(0));
-  drop(c, t);
 }
 BENCHMARK(BM_AllocVmapAreaFragmented)->RangeMultiplier(4)->Range(1 << 6, 1 << 20)->Complexity(benchmark::oLogN);
 

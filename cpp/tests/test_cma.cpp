@@ -19,34 +19,26 @@
 #include "alloclab/mm/migrate.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
 #include "alloclab/topology/topology.hpp"
+#include "support.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;
 
 namespace {
 
-std::string invalid_argument_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr auto& invalid_argument_of = support::error_of;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // A MemorySystem with CMA areas on a synthetic machine. The test thread is worker 0 on model CPU 0 only inside
 // measure(), so that set-up (fills, hogs) is not in lock_stat — as a run's prepare() is not.
-class CmaTest : public ::testing::Test {
+class CmaTest : public support::MemoryTest {
  protected:
   // `area_pages` per area on nodes `nids`; each node gets its areas plus `room` pages. min_free_kbytes = 0 so that
   // a fill can occupy every page of an area (the kernel's watermarks would stop it a little short).
   void build(const std::string& topo, std::vector<int> nids, uint64_t area_pages, uint64_t room,
              AllocMutex mode = AllocMutex::global, Backing backing = Backing::none, unsigned order_per_bit = 9) {
-    machine = std::make_unique<Machine>(Topology::synthetic(topo), Topology::host());
-    locks = std::make_unique<LockDomain>(LockConfig{}, true, false);
-    locks->reset_stats(1);
+    build_machine(topo);
     MemoryConfig cfg;
     cfg.node_pages.assign(size_t(machine->model().nr_nodes()), 0);
     for (int n : nids) cfg.node_pages[size_t(n)] += area_pages;
@@ -54,7 +46,7 @@ class CmaTest : public ::testing::Test {
       if (p) p += room;  // once per node with areas
     cfg.min_free_kbytes = 0;
     cfg.backing = backing;
-    ms = std::make_unique<MemorySystem>(*machine, *locks, cfg);
+    build_memory(cfg);
     std::vector<CmaAreaSpec> specs;
     for (int n : nids) specs.push_back({n, area_pages});
     cma = std::make_unique<CmaAreas>(*ms, *locks, specs, mode, order_per_bit);
@@ -98,11 +90,7 @@ class CmaTest : public ::testing::Test {
     op();
     LockDomain::detach();
   }
-  uint64_t acq(const std::string& cls) const {
-    for (const auto& row : locks->rows())
-      if (row.cls == cls) return row.acquisitions;
-    return 0;
-  }
+  uint64_t acq(const std::string& cls) const { return acquisitions(cls); }
 
   // Everything back: release, truncate, drain; then the memory is as it was right after the areas were activated.
   void give_back_all(std::vector<std::pair<Cma*, std::pair<Page*, uint64_t>>> held = {}) {
@@ -146,9 +134,6 @@ class CmaTest : public ::testing::Test {
     ms.reset();
   }
 
-  std::unique_ptr<Machine> machine;
-  std::unique_ptr<LockDomain> locks;
-  std::unique_ptr<MemorySystem> ms;
   std::unique_ptr<CmaAreas> cma;
   std::unique_ptr<NodeLruvecs> lru;
   std::unique_ptr<MigrateContext> mc;

@@ -18,6 +18,7 @@
 #include "alloclab/mm/hugetlb.hpp"
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/topology/topology.hpp"
+#include "support.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;
@@ -26,24 +27,17 @@ namespace {
 
 // ---- direct use of Hugetlb ------------------------------------------------------------------------------------
 
-class HugetlbTest : public ::testing::Test {
+class HugetlbTest : public support::MemoryTest {
  protected:
   void build(const std::string& topo, uint64_t pages_per_node, HugetlbConfig hc = {}) {
-    machine = std::make_unique<Machine>(Topology::synthetic(topo), Topology::host());
-    locks = std::make_unique<LockDomain>(LockConfig{}, true, false);
-    locks->reset_stats(1);
+    build_machine(topo);
     MemoryConfig cfg = MemoryConfig::uniform(*machine, pages_per_node);
     cfg.batch_rule = BatchRule::v6_7;
     cfg.check = CheckMode::off;
-    ms = std::make_unique<MemorySystem>(*machine, *locks, cfg);
+    build_memory(cfg);
     for (int n = 0; n < ms->nr_nodes(); ++n) baseline.push_back(ms->free_area_state(n));
     hugetlb = std::make_unique<Hugetlb>(*ms, *locks, hc);
     locks->attach(0, 0);  // the test thread counts in lock_stat as worker 0 on model CPU 0
-  }
-  uint64_t acquisitions(const std::string& cls) const {
-    for (const auto& row : locks->rows())
-      if (row.cls == cls) return row.acquisitions;
-    return 0;
   }
   // free_pool + drain: every page free again and the buddy lists as before.
   void expect_memory_returned(hstate& h, unsigned long folios) {
@@ -63,9 +57,6 @@ class HugetlbTest : public ::testing::Test {
     hugetlb.reset();
     ms.reset();
   }
-  std::unique_ptr<Machine> machine;
-  std::unique_ptr<LockDomain> locks;
-  std::unique_ptr<MemorySystem> ms;
   std::unique_ptr<Hugetlb> hugetlb;
   std::vector<FreeAreaState> baseline;
 };
@@ -244,14 +235,7 @@ RunResult boot(const std::string& topo, std::map<std::string, Value> params) {
   return run("hugetlb_boot", params, opt);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using support::error_of;
 
 struct Set {
   std::string topo;

@@ -7,25 +7,20 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "alloclab/base/histogram.hpp"
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/lab/scenario.hpp"
+#include "support.hpp"
 
 using namespace alloclab;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using support::error_of;
 
 int threads_of_process() {
   int n = 0;
@@ -402,14 +397,21 @@ TEST(Runner, RunsThatDoNotExcludeEachOtherCountEachOthersWorkers) {
   EXPECT_EQ(std::get<int64_t>(prov(rb, "other_runs_workers")), 1);
 }
 
+// Runs `run` on a thread of its own, stops every run once one is in flight (stop_all_runs(reason, abandon)) and
+// waits for the thread. Returns the number of runs stop_all_runs stopped.
+int stop_once_in_flight(const std::function<void()>& run, const std::string& reason, bool abandon = false) {
+  std::thread t(run);
+  while (runs_in_flight() == 0) std::this_thread::yield();
+  const int stopped = stop_all_runs(reason, abandon);
+  t.join();
+  return stopped;
+}
+
 TEST(Runner, StopAllRunsStopsARunInAnotherThread) {
   std::atomic<bool> never{false};
   Held a(never);
   RunResult ra;
-  std::thread ta([&] { ra = run_scenario(a, "a", Params(), RunOptions()); });
-  while (runs_in_flight() == 0) std::this_thread::yield();
-  EXPECT_EQ(stop_all_runs("told to"), 1);
-  ta.join();
+  EXPECT_EQ(stop_once_in_flight([&] { ra = run_scenario(a, "a", Params(), RunOptions()); }, "told to"), 1);
   EXPECT_TRUE(ra.stopped);
   EXPECT_EQ(ra.stop_reason, "told to");
   EXPECT_EQ(runs_in_flight(), 0);
@@ -420,10 +422,7 @@ TEST(Runner, StopAllRunsEndsARunInItsSetUpWithAStoppedResult) {
   // interruption point (it would never end on its own) and the run says where it stopped.
   EndlessSetUp sc;
   RunResult r;
-  std::thread t([&] { r = run_scenario(sc, "endless", Params(), RunOptions()); });
-  while (runs_in_flight() == 0) std::this_thread::yield();
-  EXPECT_EQ(stop_all_runs("told to"), 1);
-  t.join();
+  EXPECT_EQ(stop_once_in_flight([&] { r = run_scenario(sc, "endless", Params(), RunOptions()); }, "told to"), 1);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.stop_reason, "told to, during set-up (no worker ran)");
   EXPECT_TRUE(r.workers.empty());
@@ -435,16 +434,14 @@ TEST(Runner, AnAbandoningStopEndsTheTeardownToo) {
   // interruption point, and the run throws instead of returning.
   EndlessTeardown sc;
   std::exception_ptr error;
-  std::thread t([&] {
+  const auto attempt = [&] {
     try {
       run_scenario(sc, "endless", Params(), RunOptions());
     } catch (...) {
       error = std::current_exception();
     }
-  });
-  while (runs_in_flight() == 0) std::this_thread::yield();
-  EXPECT_EQ(stop_all_runs("exit", /*abandon=*/true), 1);
-  t.join();
+  };
+  EXPECT_EQ(stop_once_in_flight(attempt, "exit", /*abandon=*/true), 1);
   ASSERT_TRUE(error);
   EXPECT_THROW(std::rethrow_exception(error), RunInterrupted);
   EXPECT_GE(sc.steps, 1u);

@@ -159,43 +159,67 @@ TEST_P(EveryKind, HoldTimeCoversTheInjectedHold) {
 INSTANTIATE_TEST_SUITE_P(AllKinds, EveryKind, ::testing::ValuesIn(all_kinds()),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(LockStat, ContendedWaitIsRecordedOnlyOnContention) {
-  LockDomain dom(config_for(LockKind::ticket), true, true);
-  dom.reset_stats(2);
-  Lock lock(dom, "zone->lock");
-  dom.attach(0, 0);
+// Takes `lock` (a FIFO kind) as the calling thread, lets a thread attached as worker `worker` on model CPU `worker`
+// of node `node` queue behind it, holds on for `hold_ns` more, then releases it to that waiter and joins it.
+void hand_to_a_waiter(LockDomain& dom, Lock& lock, int worker, int node, uint64_t hold_ns = 0) {
   LockToken held;
   lock.lock(held);
   std::thread waiter([&] {
-    dom.attach(1, 1);
-    LockGuard g(lock);  // queues behind the holder: exactly one contention, on another CPU
+    dom.attach(worker, worker, node);
+    LockGuard g(lock);  // queues behind the holder
     LockDomain::detach();
   });
   while (lock.queued(held) != 1) std::this_thread::yield();
-  spin_for_ns(100000);
+  if (hold_ns) spin_for_ns(hold_ns);
   lock.unlock(held);
   waiter.join();
+}
+
+// A ticket lock in a lock_stat domain of three workers; the test thread is worker 0 on model CPU 0 of node 0.
+struct LockStatTicket : ::testing::Test {
+  void SetUp() override {
+    dom.reset_stats(3);
+    dom.attach(0, 0, 0);
+  }
+  void TearDown() override { LockDomain::detach(); }
+  // The test thread detaches; `row` is the domain's one lock_stat row.
+  void only_row(LockStatRow& row) {
+    LockDomain::detach();
+    const auto rows = dom.rows();
+    ASSERT_EQ(rows.size(), 1u);
+    row = rows[0];
+  }
+  LockDomain dom{config_for(LockKind::ticket), true, true};
+  Lock lock{dom, "zone->lock"};
+};
+
+TEST_F(LockStatTicket, ContendedWaitIsRecordedOnlyOnContention) {
+  hand_to_a_waiter(dom, lock, 1, 0, 100000);  // exactly one contention, on another CPU
+  LockStatRow row;
+  ASSERT_NO_FATAL_FAILURE(only_row(row));
+  EXPECT_EQ(row.acquisitions, 2u);
+  EXPECT_EQ(row.contentions, 1u);
+  EXPECT_EQ(row.con_bounces, 1u);
+  EXPECT_EQ(row.acq_bounces, 2u);     // none -> CPU 0 -> CPU 1
+  EXPECT_EQ(row.handoffs_local, 1u);  // both attached on node 0
+  EXPECT_EQ(row.handoffs_remote, 0u);
+  EXPECT_GE(row.wait_min_ns, 0.0);
+  EXPECT_EQ(row.wait_min_ns, row.wait_max_ns);  // one sample
+  EXPECT_DOUBLE_EQ(row.wait_avg_ns, row.wait_total_ns);
+}
+
+// Takes `lock` `n` times in a row as worker 0 on model CPU 0 of `dom`.
+void take_as_worker0(LockDomain& dom, Lock& lock, int n) {
+  dom.attach(0, 0);
+  for (int i = 0; i < n; ++i) LockGuard g(lock);
   LockDomain::detach();
-  const auto rows = dom.rows();
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].acquisitions, 2u);
-  EXPECT_EQ(rows[0].contentions, 1u);
-  EXPECT_EQ(rows[0].con_bounces, 1u);
-  EXPECT_EQ(rows[0].acq_bounces, 2u);     // none -> CPU 0 -> CPU 1
-  EXPECT_EQ(rows[0].handoffs_local, 1u);  // both attached on node 0
-  EXPECT_EQ(rows[0].handoffs_remote, 0u);
-  EXPECT_GE(rows[0].wait_min_ns, 0.0);
-  EXPECT_EQ(rows[0].wait_min_ns, rows[0].wait_max_ns);  // one sample
-  EXPECT_DOUBLE_EQ(rows[0].wait_avg_ns, rows[0].wait_total_ns);
 }
 
 TEST(LockStat, OffCountsNothingAndUnattachedThreadsCountNothing) {
   LockDomain off(config_for(LockKind::spin), false, false);
   off.reset_stats(1);
   Lock a(off, "zone->lock");
-  off.attach(0, 0);
-  for (int i = 0; i < 10; ++i) LockGuard g(a);
-  LockDomain::detach();
+  take_as_worker0(off, a, 10);
   EXPECT_TRUE(off.rows().empty());
 
   LockDomain on(config_for(LockKind::spin), true, false);
@@ -209,9 +233,7 @@ TEST(LockStat, TextFormatFollowsProcLockStat) {
   LockDomain dom(config_for(LockKind::mcs), true, false);
   dom.reset_stats(1);
   Lock l(dom, "zone->lock");
-  dom.attach(0, 0);
-  for (int i = 0; i < 3; ++i) LockGuard g(l);
-  LockDomain::detach();
+  take_as_worker0(dom, l, 3);
   const std::string text = LockDomain::format(dom.rows());
   EXPECT_EQ(text.rfind("lock_stat version 0.4\n", 0), 0u);
   EXPECT_NE(text.find("class name    con-bounces    contentions   waittime-min"), std::string::npos);
@@ -262,31 +284,14 @@ TEST(LockKinds, EveryKindIsListedOnceWithADoc) {
 }
 
 // Hand-offs by node: a waiter on another node than the holder is a remote hand-off, on the same node a local one.
-TEST(LockStat, HandoffsCountTheNodeOfThePreviousHolder) {
-  LockDomain dom(config_for(LockKind::ticket), true, true);
-  dom.reset_stats(3);
-  Lock lock(dom, "zone->lock");
-  dom.attach(0, 0, 0);
-  const auto handoff_to = [&](int worker, int node) {
-    LockToken held;
-    lock.lock(held);
-    std::thread waiter([&] {
-      dom.attach(worker, worker, node);
-      LockGuard g(lock);
-      LockDomain::detach();
-    });
-    while (lock.queued(held) != 1) std::this_thread::yield();
-    lock.unlock(held);
-    waiter.join();
-  };
-  handoff_to(1, 1);  // node 0 -> node 1
-  handoff_to(2, 0);  // node 0 -> node 0
-  LockDomain::detach();
-  const auto rows = dom.rows();
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].contentions, 2u);
-  EXPECT_EQ(rows[0].handoffs_remote, 1u);
-  EXPECT_EQ(rows[0].handoffs_local, 1u);
+TEST_F(LockStatTicket, HandoffsCountTheNodeOfThePreviousHolder) {
+  hand_to_a_waiter(dom, lock, 1, 1);  // node 0 -> node 1
+  hand_to_a_waiter(dom, lock, 2, 0);  // node 0 -> node 0
+  LockStatRow row;
+  ASSERT_NO_FATAL_FAILURE(only_row(row));
+  EXPECT_EQ(row.contentions, 2u);
+  EXPECT_EQ(row.handoffs_remote, 1u);
+  EXPECT_EQ(row.handoffs_local, 1u);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/shmem.hpp"
 #include "alloclab/topology/topology.hpp"
+#include "support.hpp"
 
 using namespace alloclab;
 using namespace alloclab::mm;
@@ -27,14 +28,7 @@ namespace {
 
 const std::vector<std::string> kVariants = {"lock_twice", "prealloc", "ramfs", "modern"};
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using support::error_of;
 
 // info->lock acquisitions the model promises for `misses` page-cache misses and `index_allocs` index pages.
 uint64_t info_lock_expected(ShmemVariant v, uint64_t misses, uint64_t index_allocs, uint64_t new_pages) {
@@ -54,30 +48,23 @@ const char* tree_lock_class(ShmemVariant v) {
 
 // A MemorySystem with one ShmemFile on a synthetic machine; lock_stat on. The test thread (and any thread a test
 // starts) attaches itself as a worker. TearDown checks that teardown gives every page back.
-class ShmemTest : public ::testing::Test {
+class ShmemTest : public support::MemoryTest {
  protected:
   void build(ShmemVariant v, uint64_t nr_pages, Backing backing = Backing::none, bool clear = true,
              const std::string& topo = "node:1 core:4 pu:1") {
-    machine = std::make_unique<Machine>(Topology::synthetic(topo), Topology::host());
     // Spinning waiters yield: the threaded tests may run more threads than the host has PUs.
-    locks = std::make_unique<LockDomain>(LockConfig{}, true, /*spin_yield=*/true);
-    locks->reset_stats(8);
+    build_machine(topo, LockConfig{}, /*spin_yield=*/true, 8);
     MemoryConfig cfg;
     const uint64_t pages = (nr_pages + shmem_index_pages(nr_pages) + 16384 + 1023) / 1024 * 1024;
     cfg.node_pages.assign(size_t(machine->model().nr_nodes()), pages);
     cfg.backing = backing;
-    ms = std::make_unique<MemorySystem>(*machine, *locks, cfg);
+    build_memory(cfg);
     ms->prefault_backing();
     ShmemConfig sc;
     sc.variant = v;
     sc.nr_pages = nr_pages;
     sc.clear = clear;
     file = std::make_unique<ShmemFile>(*ms, *locks, sc);
-  }
-  uint64_t acquisitions(const std::string& cls) const {
-    for (const auto& row : locks->rows())
-      if (row.cls == cls) return row.acquisitions;
-    return 0;
   }
   // Runs `n` threads, thread w attached as worker w on model CPU w, each calling f(w, its task).
   void in_threads(int n, const std::function<void(int, ShmemTask&)>& f) {
@@ -104,9 +91,6 @@ class ShmemTest : public ::testing::Test {
     ms.reset();
   }
 
-  std::unique_ptr<Machine> machine;
-  std::unique_ptr<LockDomain> locks;
-  std::unique_ptr<MemorySystem> ms;
   std::unique_ptr<ShmemFile> file;
 };
 

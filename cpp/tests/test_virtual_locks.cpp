@@ -52,14 +52,17 @@ CostModel model(int cores) {
 
 constexpr vt::vtime kNs = vt::kNanosecond;
 
-TEST(VirtualHandoff, McsHandsToTheOldestAfterOneTransfer) {
+// qspinlock hands over as MCS: the pending waiter and the queue head both spin on the lock word.
+TEST(VirtualHandoff, McsAndQspinlockHandToTheOldestAfterOneTransfer) {
   const CostModel m = model(4);  // cpus 0-3 socket 0, 4-7 socket 1
   const Queue q(m, {5, 1, 2});   // 5 (remote) is the oldest
-  const VHandoff h = McsSpinlock::vhandoff(q.release(0, 1000 * kNs));
-  ASSERT_EQ(h.nr_wakes, 1);
-  EXPECT_TRUE(h.owned);
-  EXPECT_EQ(h.wakes[0].cpu, 5);
-  EXPECT_EQ(h.wakes[0].at, 1000 * kNs + 40 * kNs);
+  for (const auto vhandoff : {&McsSpinlock::vhandoff, &Qspinlock::vhandoff}) {
+    const VHandoff h = vhandoff(q.release(0, 1000 * kNs));
+    ASSERT_EQ(h.nr_wakes, 1);
+    EXPECT_TRUE(h.owned);
+    EXPECT_EQ(h.wakes[0].cpu, 5);
+    EXPECT_EQ(h.wakes[0].at, 1000 * kNs + 40 * kNs);
+  }
 }
 
 TEST(VirtualHandoff, TicketWaitsForTheReadsServedBeforeTheNextOwner) {
@@ -112,16 +115,6 @@ TEST(VirtualHandoff, SleepingKindsWakeASpinnerAndTheOldestSleeper) {
   const VHandoff p = PthreadMutex::vhandoff(q.release(0, 1010 * step));
   ASSERT_EQ(p.nr_wakes, 1);
   EXPECT_EQ(p.wakes[0].cpu, 1);
-}
-
-TEST(VirtualHandoff, QspinlockHandsToTheOldestAfterOneTransferAsMcs) {
-  const CostModel m = model(4);
-  const Queue q(m, {5, 1, 2});
-  const VHandoff h = Qspinlock::vhandoff(q.release(0, 1000 * kNs));
-  ASSERT_EQ(h.nr_wakes, 1);
-  EXPECT_TRUE(h.owned);
-  EXPECT_EQ(h.wakes[0].cpu, 5);
-  EXPECT_EQ(h.wakes[0].at, 1000 * kNs + 40 * kNs);
 }
 
 TEST(VirtualHandoff, KmutexSpinnerRacesSleeperWakesAndAStarvingWaiterGetsItHandedOff) {

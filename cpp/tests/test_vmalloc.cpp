@@ -14,6 +14,7 @@
 #include "alloclab/base/rng.hpp"
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/mm/vmalloc/vmalloc.hpp"
+#include "support.hpp"
 
 using namespace alloclab;
 using namespace alloclab::vmalloc;
@@ -70,14 +71,7 @@ const LockStatRow* lockstat_row(const RunResult& r, const std::string& cls) {
   return nullptr;
 }
 
-std::string invalid_argument_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr auto& invalid_argument_of = support::error_of;
 
 }  // namespace
 

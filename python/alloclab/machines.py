@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from . import _core
+from ._forward import CoreAttr
 from .topology import Topology
 
 __all__ = ["Machine", "machine", "machines"]
@@ -46,15 +47,9 @@ class Machine:
         self._core = core
         self._path = path
 
-    @property
-    def name(self) -> str:
-        """The profile's name (a shipped profile's name is its file's stem)."""
-        return self._core.name
+    name = CoreAttr[str]("The profile's name (a shipped profile's name is its file's stem).")
 
-    @property
-    def description(self) -> str:
-        """What machine this is and how it was identified."""
-        return self._core.description
+    description = CoreAttr[str]("What machine this is and how it was identified.")
 
     @property
     def seeds(self) -> list[str]:
@@ -71,15 +66,11 @@ class Machine:
         """The machine's topology (a synthetic hwloc topology)."""
         return Topology(self._core.topology)
 
-    @property
-    def topology_source(self) -> str:
-        """Where the topology comes from."""
-        return self._core.topology_source
+    topology_source = CoreAttr[str]("Where the topology comes from.")
 
-    @property
-    def hash(self) -> str:
-        """16 hex digits naming the topology and the numbers (not the names or sources), the same on every host."""
-        return self._core.hash
+    hash = CoreAttr[str](
+        "16 hex digits naming the topology and the numbers (not the names or sources), the same on every host."
+    )
 
     @property
     def ghz(self) -> float:

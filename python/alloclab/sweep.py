@@ -491,19 +491,7 @@ class _State:
         order = sorted(self.rows)
         table = _tidy([self.rows[i] for i in order], self.grid, self.fixed)
         prev_meta = self.previous.meta if self.previous is not None and self.reused else None
-        meta = _meta(
-            self.scenario,
-            self.grid,
-            self.fixed,
-            self.repeats,
-            self.options,
-            self.configs,
-            table,
-            self.provenances,
-            self.first_params,
-            prev_meta,
-            self.topology_key,
-        )
+        meta = _meta(self, table, prev_meta)
         meta.update(
             started=self.started,
             ended=_resultdir.utc_now(),
@@ -672,21 +660,9 @@ def _missing(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _meta(
-    scenario: str,
-    grid: Mapping[str, Any],
-    fixed: Mapping[str, Any],
-    repeats: int,
-    options: Mapping[str, Any],
-    configs: list[dict[str, Any]],
-    table: pd.DataFrame,
-    provenances: list[dict[str, Any]],
-    first_params: dict[str, Any] | None,
-    previous: Mapping[str, Any] | None,
-    topology_key: Callable[[Any], str],
-) -> dict[str, Any]:
+def _meta(state: _State, table: pd.DataFrame, previous: Mapping[str, Any] | None) -> dict[str, Any]:
     """The sweep's meta data; ``previous`` is the meta data of a saved sweep whose rows were reused."""
-    records = [{k: jsonable(v) for k, v in p.items()} for p in provenances]
+    records = [{k: jsonable(v) for k, v in p.items()} for p in state.provenances]
     if previous is not None and previous.get("provenance"):
         records.append(dict(previous["provenance"]))  # what every reused run had in common
     constant: dict[str, Any] = {}
@@ -707,26 +683,28 @@ def _meta(
     for key, values in ((previous or {}).get("provenance_varying") or {}).items():
         merged = varying.get(key) or ([constant.pop(key)] if key in constant else [])
         varying[key] = merged + [v for v in values if v not in merged]
+    first_params = state.first_params
     if first_params is None and previous is not None:
         first_params = dict(previous.get("defaults") or {})
+    grid, options = state.grid, state.options
     defaults = {
-        k: v for k, v in (first_params or {}).items() if k not in grid and k not in fixed and k not in RUN_OPTIONS
+        k: v for k, v in (first_params or {}).items() if k not in grid and k not in state.fixed and k not in RUN_OPTIONS
     }
     topologies = [options.get("topology"), *(_as_values("topology", grid["topology"]) if "topology" in grid else [])]
     machines = [options.get("machine"), *(_as_values("machine", grid["machine"]) if "machine" in grid else [])]
     return {
         "kind": "sweep",
-        "scenario": scenario,
+        "scenario": state.scenario,
         "grid": {k: [jsonable(_label(v)) for v in _as_values(k, vs)] for k, vs in grid.items()},
-        "fixed": {k: jsonable(_label(v)) for k, v in fixed.items()},
+        "fixed": {k: jsonable(_label(v)) for k, v in state.fixed.items()},
         "defaults": {k: jsonable(v) for k, v in defaults.items()},
-        "repeats": repeats,
-        "configs": len(configs),
+        "repeats": state.repeats,
+        "configs": len(state.configs),
         "runs": len(table),
         "order": "interleaved",
         "options": {k: jsonable(_label(v)) for k, v in options.items()},
         # what each topology of the sweep (the option, the values of a topology axis) is, for a later resume
-        "topologies": {"host" if t is None else str(_label(t)): topology_key(t) for t in topologies},
+        "topologies": {"host" if t is None else str(_label(t)): state.topology_key(t) for t in topologies},
         # and each machine profile of a virtual-clock sweep, by the hash of its numbers
         "machines": {str(_label(m)): _resume.machine_key_of(m) for m in machines if m is not None},
         "status_counts": {str(k): int(v) for k, v in table["status"].value_counts().items()},

@@ -8,6 +8,7 @@ import json
 import os
 
 from . import _core
+from ._forward import CoreAttr
 
 __all__ = ["Topology"]
 
@@ -58,30 +59,15 @@ class Topology:
             raise ValueError(f"topology: expected the path of an XML file, got {path!r}")
         return cls(_core.Topology.from_xml(os.fspath(path)))
 
-    @property
-    def nodes(self) -> int:
-        """Number of NUMA nodes."""
-        return self._core.nodes
+    nodes = CoreAttr[int]("Number of NUMA nodes.")
 
-    @property
-    def pus(self) -> int:
-        """Number of processing units (hardware threads)."""
-        return self._core.pus
+    pus = CoreAttr[int]("Number of processing units (hardware threads).")
 
-    @property
-    def cores(self) -> int:
-        """Number of cores."""
-        return self._core.cores
+    cores = CoreAttr[int]("Number of cores.")
 
-    @property
-    def source(self) -> str:
-        """``"host"``, ``"synthetic"`` or ``"xml"``."""
-        return self._core.source
+    source = CoreAttr[str]('``"host"``, ``"synthetic"`` or ``"xml"``.')
 
-    @property
-    def description(self) -> str:
-        """``"host"``, the synthetic string, or the XML path."""
-        return self._core.description
+    description = CoreAttr[str]('``"host"``, the synthetic string, or the XML path.')
 
     @functools.cached_property
     def digest(self) -> str:

@@ -9,8 +9,14 @@ transfer figures, which is fine here: these tests check counts and invariants, w
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
+import time
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,3 +83,30 @@ def _value(v: Any) -> str:
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return repr(v)
+
+
+def cli_command() -> list[str]:
+    """The ``alloclab`` console script, or ``python -m alloclab.cli`` where it is not installed."""
+    script = Path(sys.executable).with_name("alloclab")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
+
+
+def interrupt_cli(args: list[str], out: Path, gaps_s: Sequence[float] = ()) -> tuple[int, str]:
+    """Run :func:`cli_command` with ``args``, wait (up to minutes, never asserted) for its first run to be saved in
+    ``out``, then press Ctrl-C: one SIGINT, and one more after each gap in ``gaps_s``. Returns the exit
+    status and what it wrote to stderr."""
+    proc = subprocess.Popen([*cli_command(), *args], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(6000):
+            if (out / "meta.json").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        for gap_s in gaps_s:
+            time.sleep(gap_s)
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err

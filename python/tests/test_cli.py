@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import interrupt_cli
 
 import alloclab as al
 from alloclab.cli import main, parse_assignments, parse_value
@@ -110,23 +109,9 @@ def test_a_double_ctrl_c_exits_130(tmp_path, gap_s):
     """The second Ctrl-C lands while the first is handled (the run stopping, the finished rows being saved, the
     process exiting): the exit status is still 130 and no traceback is printed."""
     out = tmp_path / "sweep"
-    script = Path(sys.executable).with_name("alloclab")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
     args = ["sweep", "lock_zoo", "threads=1", "iterations=100,1000000000", "--repeats", "1", "--out", str(out)]
-    proc = subprocess.Popen([*cmd, *args, "--no-progress", "--timeout", "120"], stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(6000):  # wait (up to minutes, never asserted) for the first run to be saved
-            if (out / "meta.json").exists() or proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(gap_s)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    returncode, err = interrupt_cli([*args, "--no-progress", "--timeout", "120"], out, gaps_s=[gap_s])
+    assert returncode == 130, err
     assert "Traceback" not in err
 
 

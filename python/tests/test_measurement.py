@@ -188,6 +188,26 @@ def _child(script: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+def _exit_once_a_run_is_in_flight(run_call: str, poll_s: float, setup: str = "") -> None:
+    """A child that runs ``setup``, starts ``run_call`` in a daemon thread and exits as soon as the run is in flight
+    (polling every ``poll_s``) must exit normally: status 0, no C++ ``terminate``."""
+    child = _child(
+        f"""
+        import threading, time
+        import alloclab as al
+        from alloclab import _core, _lifecycle
+        {setup}
+        threading.Thread(target=lambda: {run_call}, daemon=True).start()
+        while _core.runs_in_flight() == 0:
+            time.sleep({poll_s})
+        print("exiting", flush=True)
+        """
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.strip() == "exiting" and "terminate called" not in err
+
+
 def test_ctrl_c_that_interrupts_a_join_on_a_run_in_a_daemon_thread_exits_cleanly():
     """The reproducer: Ctrl-C interrupts ``join()`` on a thread whose run is going, then the script ends. The run is
     stopped and its threads joined; the interpreter exits with the KeyboardInterrupt, not SIGABRT."""
@@ -217,42 +237,18 @@ def test_interpreter_exit_that_cannot_wait_for_a_run_never_aborts(clock):
     must not take the GIL while Python finalizes (CPython would pthread_exit it inside C++: SIGABRT). It stops,
     joins its workers and waits for the process to end."""
     machine = ', machine="host"' if clock == "virtual" else ""
-    child = _child(
-        f"""
-        import threading, time
-        import alloclab as al
-        from alloclab import _core, _lifecycle
-        _lifecycle.EXIT_WAIT_S = 0
-        threading.Thread(target=lambda: al.run("lock_zoo", threads=2, iterations=10**9, clock={clock!r}{machine}),
-                         daemon=True).start()
-        while _core.runs_in_flight() == 0:
-            time.sleep(0.01)
-        print("exiting", flush=True)
-        """
+    _exit_once_a_run_is_in_flight(
+        f'al.run("lock_zoo", threads=2, iterations=10**9, clock={clock!r}{machine})',
+        poll_s=0.01,
+        setup="_lifecycle.EXIT_WAIT_S = 0",
     )
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
-    assert out.strip() == "exiting" and "terminate called" not in err
 
 
 def test_interpreter_exit_during_a_run_s_set_up_in_a_daemon_thread_exits_cleanly():
     """Exit while another thread's run is building a large model: the set-up ends at its next interruption point
     (it used to run on while the exit waited for it; the runner's side is tested in test_lab.cpp without a clock) and
     the interpreter exits normally."""
-    child = _child(
-        """
-        import threading, time
-        import alloclab as al
-        from alloclab import _core
-        threading.Thread(target=lambda: al.run("page_alloc", node_pages=1 << 23), daemon=True).start()
-        while _core.runs_in_flight() == 0:
-            time.sleep(0.001)
-        print("exiting", flush=True)
-        """
-    )
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
-    assert out.strip() == "exiting" and "terminate called" not in err
+    _exit_once_a_run_is_in_flight('al.run("page_alloc", node_pages=1 << 23)', poll_s=0.001)
 
 
 def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagged(monkeypatch):

@@ -45,6 +45,17 @@ def _name(d: Path, role: str) -> str:
     return _manifest(d)["files"][role]["name"]
 
 
+def _data_named(name: str) -> Callable[[Path], None]:
+    """Damage: the manifest names the data file ``name`` (its size and digest kept)."""
+
+    def damage(d: Path) -> None:
+        manifest = _manifest(d)
+        manifest["files"]["data"]["name"] = name
+        (d / "manifest.json").write_text(json.dumps(manifest))
+
+    return damage
+
+
 def _edit_json(d: Path, name: str, edit: Callable[[dict], object]) -> None:
     """Changes a JSON file and re-signs it in the manifest (a hostile directory, not a damaged one)."""
     value = json.loads((d / name).read_text())
@@ -126,36 +137,8 @@ CASES: dict[str, tuple[Callable[[Path], None], str, str]] = {
         "manifest.json",
         "'data'",
     ),
-    "manifest names ../outside.csv": (
-        lambda d: (d / "manifest.json").write_text(
-            json.dumps(
-                {
-                    **_manifest(d),
-                    "files": {
-                        **_manifest(d)["files"],
-                        "data": {**_manifest(d)["files"]["data"], "name": "../outside.csv"},
-                    },
-                }
-            )
-        ),
-        "manifest.json",
-        "'data'",
-    ),
-    "manifest names /etc/passwd": (
-        lambda d: (d / "manifest.json").write_text(
-            json.dumps(
-                {
-                    **_manifest(d),
-                    "files": {
-                        **_manifest(d)["files"],
-                        "data": {**_manifest(d)["files"]["data"], "name": "/etc/passwd"},
-                    },
-                }
-            )
-        ),
-        "manifest.json",
-        "'data'",
-    ),
+    "manifest names ../outside.csv": (_data_named("../outside.csv"), "manifest.json", "'data'"),
+    "manifest names /etc/passwd": (_data_named("/etc/passwd"), "manifest.json", "'data'"),
     "manifest stages from outside": (
         lambda d: (d / "manifest.json").write_text(
             json.dumps({**_manifest(d), "staged": {_name(d, "data"): "../x.tmp"}})

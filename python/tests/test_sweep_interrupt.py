@@ -6,15 +6,13 @@ from __future__ import annotations
 import _thread
 import importlib
 import os
-import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import cli_command, interrupt_cli
 
 import alloclab as al
 from alloclab.cli import main
@@ -244,26 +242,15 @@ def test_cli_sweep_out_then_resume(tmp_path, capsys):
 
 def test_cli_sweep_ctrl_c_saves_and_resume_finishes(tmp_path):
     out = tmp_path / "cli"
-    script = Path(sys.executable).with_name("alloclab")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
     args = ["sweep", "lock_zoo", "threads=1", f"iterations=100,{NEVER_ENDS}", "--repeats", "1"]
     args += ["--out", str(out), "--no-progress"]
-    proc = subprocess.Popen([*cmd, *args, "--timeout", str(SAFETY_TIMEOUT_S)], stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(6000):  # wait (up to minutes, never asserted) for the first run to be saved
-            if (out / "meta.json").exists() or proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    returncode, err = interrupt_cli([*args, "--timeout", str(SAFETY_TIMEOUT_S)], out)
+    assert returncode == 130, err
     assert "interrupted after 1 of 2 runs" in err and "--resume" in err
     data, meta = al.results.load(out)
     assert data["iterations"].tolist() == [100] and meta["interrupted"] is True
-    done = subprocess.run([*cmd, *args, "--resume", "--timeout", "0.1"], capture_output=True, text=True, timeout=300)
+    resume = [*cli_command(), *args, "--resume", "--timeout", "0.1"]
+    done = subprocess.run(resume, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "1 runs reused" in done.stdout
     data, meta = al.results.load(out)

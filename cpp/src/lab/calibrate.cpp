@@ -156,11 +156,17 @@ size_t host_llc_bytes() {
   return best;
 }
 
+// Throws std::invalid_argument "pu: <what> needs two different PUs (got <a> twice)" unless a and b differ.
+void require_two_pus(int a, int b, const char* what) {
+  if (a == b)
+    throw std::invalid_argument(std::string("pu: ") + what + " needs two different PUs (got " + std::to_string(a) +
+                                " twice)");
+}
+
 // ---- line transfer ------------------------------------------------------------------------------------------------
 
 double transfer_ns(int pu_a, int pu_b, int samples, int round_trips) {
-  if (pu_a == pu_b)
-    throw std::invalid_argument("pu: a transfer needs two different PUs (got " + std::to_string(pu_a) + " twice)");
+  require_two_pus(pu_a, pu_b, "a transfer");
   if (samples < 1 || round_trips < 1)
     throw std::invalid_argument("samples: " + std::to_string(samples) + " samples of " + std::to_string(round_trips) +
                                 " round trips (allowed: at least 1 of each)");
@@ -200,8 +206,7 @@ double transfer_ns(int pu_a, int pu_b, int samples, int round_trips) {
 // ---- futex wake-up ------------------------------------------------------------------------------------------------
 
 double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us) {
-  if (waker_pu == wakee_pu)
-    throw std::invalid_argument("pu: a wake-up needs two different PUs (got " + std::to_string(waker_pu) + " twice)");
+  require_two_pus(waker_pu, wakee_pu, "a wake-up");
   if (samples < 1 || sleep_us < 0)
     throw std::invalid_argument("samples: " + std::to_string(samples) + " samples, " + std::to_string(sleep_us) +
                                 " us apart (allowed: at least 1 sample, a sleep >= 0)");

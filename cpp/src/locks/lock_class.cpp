@@ -15,7 +15,7 @@ constexpr bool kNumaAware = requires(typename Kind::Token t) {
 };
 
 constexpr LockKindInfo kKinds[] = {
-#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, Type::kName, Type::kDoc, Type::kFifo, kNumaAware<Type>},
+#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };

@@ -3,6 +3,7 @@
 // See memory_system.hpp for what is modelled and what is not.
 #include "alloclab/mm/memory_system.hpp"
 
+#include "alloclab/base/check_errors.hpp"
 #include "alloclab/topology/host_memory.hpp"
 
 #include <unistd.h>
@@ -691,14 +692,7 @@ MemoryStats MemorySystem::stats() const {
 
 CheckReport MemorySystem::check() const {
   CheckReport r;
-  size_t dropped = 0;
-  auto fail = [&](const std::string& e) {
-    r.ok = false;
-    if (r.errors.size() < 20)
-      r.errors.push_back(e);
-    else
-      ++dropped;
-  };
+  CheckErrors fail(r.ok, r.errors);
   enum : uint8_t { kUnseen, kFree, kPcp };
   for (const Node& node : nodes_) {
     const Zone& z = *node.zone;
@@ -835,7 +829,7 @@ CheckReport MemorySystem::check() const {
     r.pcp_pages += pcp_total;
     r.allocated_pages += allocated;
   }
-  if (dropped) r.errors.push_back("... and " + std::to_string(dropped) + " more");
+  fail.close();
   return r;
 }
 

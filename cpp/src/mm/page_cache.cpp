@@ -36,23 +36,14 @@ lru_list page_lru(const Page& p) {  // page_lru_base_type(): page_is_file_cache(
 
 // ---- radix tree ----------------------------------------------------------------------------------------------------
 
-RadixTreePreload::~RadixTreePreload() {
-  for (unsigned i = 0; i < nr_; ++i) delete nodes_[i];
-}
-
 void RadixTreePreload::preload() {
   while (nr_ < RADIX_TREE_PRELOAD_SIZE) {
-    nodes_[nr_++] = radix_tree_node_cachep_alloc();
+    nodes_[nr_++].reset(radix_tree_node_cachep_alloc());
     ++allocated_;
   }
 }
 
-RadixTreeNode* RadixTreePreload::pop() {
-  if (nr_ == 0) return nullptr;
-  RadixTreeNode* n = nodes_[--nr_];
-  nodes_[nr_] = nullptr;
-  return n;
-}
+RadixTreeNode* RadixTreePreload::pop() { return nr_ == 0 ? nullptr : nodes_[--nr_].release(); }
 
 RadixTree::~RadixTree() {
   if (RadixTreeNode* r = rnode_.load(std::memory_order_relaxed)) free_node(r);

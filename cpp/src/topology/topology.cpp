@@ -17,6 +17,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "alloclab/base/enum_names.hpp"
+
 namespace alloclab {
 
 namespace {
@@ -271,14 +273,13 @@ Placement Placement::parse(const std::string& name) {
                               "' (allowed: 'compact', 'scatter', or a list of model PUs)");
 }
 
-std::string to_string(Placement::Policy p) {
-  switch (p) {
-    case Placement::Policy::compact: return "compact";
-    case Placement::Policy::scatter: return "scatter";
-    case Placement::Policy::list: return "list";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<Placement::Policy, 3> kPolicyNames{{{{Placement::Policy::compact, "compact"},
+                                                         {Placement::Policy::scatter, "scatter"},
+                                                         {Placement::Policy::list, "list"}}}};
+}  // namespace
+
+std::string to_string(Placement::Policy p) { return std::string(kPolicyNames(p)); }
 
 Machine::Machine(std::shared_ptr<const Topology> model, std::shared_ptr<const Topology> host)
     : model_(std::move(model)), host_(std::move(host)) {}
@@ -379,13 +380,11 @@ NodeMemory& NodeMemory::operator=(NodeMemory&& o) noexcept {
   return *this;
 }
 
-std::string_view to_string(Topology::Source s) {
-  switch (s) {
-    case Topology::Source::host: return "host";
-    case Topology::Source::synthetic: return "synthetic";
-    case Topology::Source::xml: return "xml";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<Topology::Source, 3> kSourceNames{
+    {{{Topology::Source::host, "host"}, {Topology::Source::synthetic, "synthetic"}, {Topology::Source::xml, "xml"}}}};
+}  // namespace
+
+std::string_view to_string(Topology::Source s) { return kSourceNames(s); }
 
 }  // namespace alloclab

@@ -56,11 +56,7 @@ struct CohortBase {
   }
   bool try_enter(Token& me) noexcept {
     Local& l = local_of(me);
-    me.next().store(nullptr, std::memory_order_relaxed);
-    me.locked().store(kAcquireGlobal, std::memory_order_relaxed);
-    McsNode* expected = nullptr;
-    if (!l.tail.compare_exchange_strong(expected, &me, std::memory_order_acq_rel, std::memory_order_relaxed))
-      return false;
+    if (!mcs_try_enqueue(l.tail, me, kAcquireGlobal)) return false;
     if (global.try_enter(l.global_token)) {
       l.batch = 0;
       return true;

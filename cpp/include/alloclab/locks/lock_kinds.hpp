@@ -1,12 +1,9 @@
 // Lock kinds: the one list of the primitives a lock class can use.
 //
-// ALLOCLAB_LOCK_KINDS is the list; the enum, the names, the docs, the per-acquisition token and the dispatch in
-// Lock are generated from it. Each kind is one type in kinds/ with the same members: kName, kDoc, kFifo, a Token
-// (per-acquisition state the acquirer owns, e.g. an MCS queue node), enter() (fast path: true if acquired; a FIFO
-// kind has queued the acquirer otherwise), try_enter() (never queues), wait() (after a failed enter()), leave(),
-// queued(holder) (waiters behind the holder), vhandoff() (its hand-off in virtual time, vhandoff.hpp). A NUMA-aware
-// kind's Token has a `numa_node` the Lock fills with the acquirer's model node before enter()/try_enter(). Adding a
-// kind is one file in kinds/ (and its .cpp in src/locks/kinds/ if it has one) and one line here.
+// ALLOCLAB_LOCK_KINDS is the list; the enum, the names (each kind's enumerator), the catalogue, the per-acquisition
+// token and the dispatch in Lock are generated from it. Each kind is one type in kinds/ with the interface that
+// kinds/kind.hpp states (LockKindType), checked below for every kind of the list. Adding a kind is one file in
+// kinds/ (and its .cpp in src/locks/kinds/ if it has one) and one line here.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +22,8 @@
 #include "alloclab/locks/kinds/ticket.hpp"
 #include "alloclab/locks/kinds/ttas.hpp"
 
-// X(enumerator, type): in the order al.lock_kinds() lists them: user-space baselines, the kernel's own, NUMA-aware.
+// X(name, type), the name being the enumerator; in the order al.lock_kinds() lists them: user-space baselines, the
+// kernel's own, NUMA-aware.
 #define ALLOCLAB_LOCK_KINDS(X) \
   X(mutex, FutexMutex)         \
   X(pthread, PthreadMutex)     \
@@ -40,6 +38,11 @@
   X(shfllock, Shfllock)
 
 namespace alloclab {
+
+#define ALLOCLAB_KIND_CHECK(name, Type) \
+  static_assert(LockKindType<Type>, #Type " (lock kind " #name "): lacks the interface of kinds/kind.hpp");
+ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_CHECK)
+#undef ALLOCLAB_KIND_CHECK
 
 enum class LockKind : uint8_t {
 #define ALLOCLAB_KIND_ENUM(name, Type) name,

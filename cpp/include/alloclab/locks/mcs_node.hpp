@@ -39,6 +39,16 @@ inline McsNode* mcs_enqueue(std::atomic<McsNode*>& tail, McsNode& me) noexcept {
   return prev;
 }
 
+// Makes `me` the head of the queue at `tail` only if the queue is empty (a trylock: it never waits), with `locked`
+// preset to `message`; true if it did. acq_rel, as mcs_enqueue's swap (TSan found an acquire-only version: a later
+// waiter writes our next).
+inline bool mcs_try_enqueue(std::atomic<McsNode*>& tail, McsNode& me, uintptr_t message) noexcept {
+  me.next().store(nullptr, std::memory_order_relaxed);
+  me.locked().store(message, std::memory_order_relaxed);
+  McsNode* expected = nullptr;
+  return tail.compare_exchange_strong(expected, &me, std::memory_order_acq_rel, std::memory_order_relaxed);
+}
+
 // Spins on our own node until the predecessor passes the queue on; returns what it passed (non-zero).
 inline uintptr_t mcs_wait(McsNode& me, bool yield) noexcept {
   uintptr_t v;

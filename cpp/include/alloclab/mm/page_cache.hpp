@@ -97,13 +97,9 @@ struct alignas(64) RadixTreeNode {  // line-aligned: see base/line_aligned.hpp
 
 // radix_tree_preloads: the per-CPU reserve radix_tree_preload() fills while the caller may still sleep. One per
 // task here: a pinned worker is its CPU (preemption is what the kernel disables to keep it).
+// It owns the nodes it holds (freed with it); pop() hands one over to the tree.
 class RadixTreePreload {
  public:
-  RadixTreePreload() = default;
-  ~RadixTreePreload();
-  RadixTreePreload(const RadixTreePreload&) = delete;
-  RadixTreePreload& operator=(const RadixTreePreload&) = delete;
-
   // radix_tree_preload(): tops the reserve up to RADIX_TREE_PRELOAD_SIZE nodes (kmem_cache_alloc each).
   void preload();
   RadixTreeNode* pop();  // nullptr when empty
@@ -112,7 +108,7 @@ class RadixTreePreload {
 
  private:
   unsigned nr_ = 0;
-  RadixTreeNode* nodes_[RADIX_TREE_PRELOAD_SIZE] = {};
+  std::unique_ptr<RadixTreeNode> nodes_[RADIX_TREE_PRELOAD_SIZE];
   uint64_t allocated_ = 0;
 };
 

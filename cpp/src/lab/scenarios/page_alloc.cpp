@@ -38,16 +38,7 @@ class PageAlloc final : public Scenario {
         order_(unsigned(p.i("order"))),
         share_(p.f("share")),
         iterations_(uint64_t(p.i("iterations"))),
-        node_pages_(uint64_t(p.i("node_pages"))),
-        check_(kCheckModeNames.parse(p.s("check"), "check")),
-        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
-        pcp_batch_(int(p.i("pcp_batch"))),
-        node_(int(p.i("node"))),
-        gfp_(p.s("gfp") == "kernel" ? GFP_KERNEL : GFP_HIGHUSER_MOVABLE) {
-    if (node_pages_ % pageblock_nr_pages)
-      throw std::invalid_argument("node_pages: " + std::to_string(node_pages_) + " is not a multiple of " +
-                                  std::to_string(pageblock_nr_pages) + " (pageblock_nr_pages)");
-  }
+        alloc_(p, "") {}
 
   int nr_workers() const override { return threads_; }
 
@@ -58,8 +49,8 @@ class PageAlloc final : public Scenario {
     const uint64_t held =
         pattern_ == Pattern::repeat
             ? 0
-            : uint64_t(share_ * double(node_pages_)) * uint64_t(m.model().nr_nodes()) * sizeof(Page*) >> order_;
-    return {mem + held, std::to_string(m.model().nr_nodes()) + " node(s) of " + std::to_string(node_pages_) +
+            : uint64_t(share_ * double(alloc_.node_pages)) * uint64_t(m.model().nr_nodes()) * sizeof(Page*) >> order_;
+    return {mem + held, std::to_string(m.model().nr_nodes()) + " node(s) of " + std::to_string(alloc_.node_pages) +
                             " pages " + format_bytes(mem) + " + the workers' block arrays " + format_bytes(held)};
   }
 
@@ -71,7 +62,7 @@ class PageAlloc final : public Scenario {
     nid_.clear();
     cpu_.clear();
     for (const Slot& s : env.slots) {
-      const int nid = node_ < 0 ? s.model_node : node_;
+      const int nid = alloc_.node < 0 ? s.model_node : alloc_.node;
       nid_.push_back(nid);
       cpu_.push_back(s.model_pu);
       on_node[size_t(nid)]++;
@@ -100,7 +91,7 @@ class PageAlloc final : public Scenario {
     uint64_t failed = 0, allocs = 0, frees = 0, alloc_ticks = 0, free_ticks = 0;
     auto alloc_one = [&]() -> Page* {
       const uint64_t t0 = clock_ticks();
-      Page* p = ms_->alloc_pages(cpu, nid, order_, gfp_);
+      Page* p = ms_->alloc_pages(cpu, nid, order_, alloc_.gfp);
       const uint64_t t1 = clock_ticks();
       if (!p) {
         ++failed;
@@ -135,7 +126,7 @@ class PageAlloc final : public Scenario {
         break;
       case Pattern::rand: {
         for (uint64_t i = 0; i < blocks_[w] && !ctx.stopped(); ++i)
-          if (Page* p = ms_->alloc_pages(cpu, nid, order_, gfp_)) held.push_back(p);
+          if (Page* p = ms_->alloc_pages(cpu, nid, order_, alloc_.gfp)) held.push_back(p);
         for (uint64_t i = 0; i < iterations_ && !ctx.stopped() && !held.empty(); ++i) {
           const size_t k = size_t(ctx.rng.below(held.size()));
           free_one(held[k]);
@@ -217,13 +208,11 @@ class PageAlloc final : public Scenario {
   // node_pages on every model node; throws std::invalid_argument naming node for a node the model does not have.
   MemoryConfig memory_config(const Machine& m) const {
     const int nodes = m.model().nr_nodes();
-    if (node_ >= nodes)
-      throw std::invalid_argument("node: " + std::to_string(node_) + " is out of range (allowed: -1 (local) or 0.." +
-                                  std::to_string(nodes - 1) + ")");
-    MemoryConfig cfg = MemoryConfig::uniform(m, node_pages_);
-    cfg.check = check_;
-    cfg.batch_rule = rule_;
-    cfg.pcp_batch = pcp_batch_;
+    if (alloc_.node >= nodes)
+      throw std::invalid_argument("node: " + std::to_string(alloc_.node) +
+                                  " is out of range (allowed: -1 (local) or 0.." + std::to_string(nodes - 1) + ")");
+    MemoryConfig cfg = MemoryConfig::uniform(m, alloc_.node_pages);
+    alloc_.configure(cfg);
     return cfg;
   }
 
@@ -238,11 +227,8 @@ class PageAlloc final : public Scenario {
   Pattern pattern_;
   unsigned order_;
   double share_;
-  uint64_t iterations_, node_pages_;
-  CheckMode check_;
-  BatchRule rule_;
-  int pcp_batch_, node_;
-  gfp_t gfp_;
+  uint64_t iterations_;
+  PageAllocParams alloc_;
   std::unique_ptr<MemorySystem> ms_;
   std::vector<int> nid_, cpu_;
   std::vector<uint64_t> blocks_;

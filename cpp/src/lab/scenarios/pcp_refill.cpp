@@ -46,16 +46,7 @@ class PcpRefill final : public Scenario {
       : threads_(int(p.i("threads"))),
         order_(unsigned(p.i("order"))),
         count_(uint64_t(p.i("count"))),
-        check_(kCheckModeNames.parse(p.s("check"), "check")),
-        rule_(kBatchRuleNames.parse(p.s("batch_rule"), "batch_rule")),
-        node_pages_(uint64_t(p.i("node_pages"))),
-        pcp_batch_(int(p.i("pcp_batch"))),
-        nid_(int(p.i("node"))),
-        gfp_(p.s("gfp") == "kernel" ? GFP_KERNEL : GFP_HIGHUSER_MOVABLE) {
-    if (node_pages_ % pageblock_nr_pages)
-      throw std::invalid_argument("node_pages: " + std::to_string(node_pages_) + " is not a multiple of " +
-                                  std::to_string(pageblock_nr_pages) + " (pageblock_nr_pages); 0 sizes it for you");
-  }
+        alloc_(p, "; 0 sizes it for you") {}
 
   int nr_workers() const override { return threads_; }
 
@@ -82,15 +73,15 @@ class PcpRefill final : public Scenario {
     const MemoryConfig cfg = memory_config(m);
     const uint64_t mem = MemorySystem::bytes_needed(cfg, m.model().nr_pus());
     const uint64_t held = uint64_t(threads_) * count_ * sizeof(Page*);
-    return {mem + held, "node of " + std::to_string(cfg.node_pages[size_t(nid_)]) + " pages " + format_bytes(mem) +
-                            " + the workers' block arrays " + format_bytes(held)};
+    return {mem + held, "node of " + std::to_string(cfg.node_pages[size_t(alloc_.node)]) + " pages " +
+                            format_bytes(mem) + " + the workers' block arrays " + format_bytes(held)};
   }
 
   void prepare(const RunEnv& env) override {
     const MemoryConfig cfg = memory_config(env.machine);
-    node_pages_used_ = cfg.node_pages[size_t(nid_)];
+    node_pages_used_ = cfg.node_pages[size_t(alloc_.node)];
     ms_ = std::make_unique<MemorySystem>(env.machine, env.locks, cfg, env.interruption_points());
-    initial_ = ms_->free_area_state(nid_);
+    initial_ = ms_->free_area_state(alloc_.node);
     held_.assign(size_t(threads_), {});
     for (auto& h : held_) h.reserve(count_);
     cpus_.clear();
@@ -110,7 +101,7 @@ class PcpRefill final : public Scenario {
     uint64_t failed = 0;
     for (uint64_t i = 0; i < count_ && !ctx.stopped(); ++i) {
       const uint64_t t0 = clock_ticks();
-      Page* page = ms_->alloc_pages(cpu, nid_, order_, gfp_);
+      Page* page = ms_->alloc_pages(cpu, alloc_.node, order_, alloc_.gfp);
       const uint64_t t1 = clock_ticks();
       if (!page) {
         ++failed;
@@ -133,7 +124,7 @@ class PcpRefill final : public Scenario {
     double ns_sum = 0;
     for (size_t w = 0; w < r.workers.size(); ++w) {
       WorkerRow& row = r.workers[w];
-      const PcpStats& ps = ms_->pcp(cpus_[w], nid_).stats;
+      const PcpStats& ps = ms_->pcp(cpus_[w], alloc_.node).stats;
       const double ns = row.ops ? row.elapsed_s * 1e9 / double(row.ops) : 0.0;
       ns_sum += ns;
       allocations += row.ops;
@@ -152,7 +143,7 @@ class PcpRefill final : public Scenario {
     if (rep.allocated_pages != 0)
       throw std::logic_error("pcp_refill: " + std::to_string(rep.allocated_pages) +
                              " pages still allocated after the run");
-    const FreeAreaState after = ms_->free_area_state(nid_);
+    const FreeAreaState after = ms_->free_area_state(alloc_.node);
     const bool same_types = after == initial_;
     for (unsigned o = 0; o < NR_PAGE_ORDERS && !same_types; ++o) {  // stealing may move blocks between types
       uint64_t a = 0, b = 0;
@@ -168,7 +159,7 @@ class PcpRefill final : public Scenario {
         st.zone.lock_acquisitions != f.zone_lock)
       throw std::logic_error("pcp_refill: the model took zone->lock " + std::to_string(st.zone.lock_acquisitions) +
                              " times, the formula says " + f.text);
-    const PerCpuPages& p0 = ms_->pcp(cpus_[0], nid_);
+    const PerCpuPages& p0 = ms_->pcp(cpus_[0], alloc_.node);
 
     auto& s = r.summary;
     s.emplace_back("ns_per_alloc", allocations ? ns_sum / double(r.workers.size()) : 0.0);
@@ -211,36 +202,34 @@ class PcpRefill final : public Scenario {
   // std::invalid_argument naming node or count.
   MemoryConfig memory_config(const Machine& m) const {
     const int nodes = m.model().nr_nodes();
-    if (nid_ >= nodes)
-      throw std::invalid_argument("node: " + std::to_string(nid_) + " is out of range (allowed: 0.." +
+    if (alloc_.node >= nodes)
+      throw std::invalid_argument("node: " + std::to_string(alloc_.node) + " is out of range (allowed: 0.." +
                                   std::to_string(nodes - 1) + " for this model topology)");
     const uint64_t need = uint64_t(threads_) * (count_ << order_);
     auto cfg_for = [&](uint64_t pages) {
       MemoryConfig c;
       c.node_pages.assign(size_t(nodes), 0);
-      c.node_pages[size_t(nid_)] = pages;
-      c.batch_rule = rule_;
-      c.check = check_;
-      c.pcp_batch = pcp_batch_;
+      c.node_pages[size_t(alloc_.node)] = pages;
+      alloc_.configure(c);
       return c;
     };
     auto slack = [&](uint64_t pages) {  // pcp pages held beyond the worker's own blocks, all workers
-      const int batch = pcp_batch_ ? pcp_batch_ : std::max(1, zone_batchsize(pages));
-      const uint64_t per = rule_ == BatchRule::v6_7 && order_ == 0
+      const int batch = alloc_.pcp_batch ? alloc_.pcp_batch : std::max(1, zone_batchsize(pages));
+      const uint64_t per = alloc_.rule == BatchRule::v6_7 && order_ == 0
                                ? uint64_t(batch) << CONFIG_PCP_BATCH_SCALE_MAX
                                : uint64_t(std::max(batch > 1 ? batch >> order_ : batch, 2)) << order_;
       return uint64_t(threads_) * (per + (uint64_t(1) << order_));
     };
     auto fits = [&](uint64_t pages) {
-      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
+      const auto w = MemorySystem::watermarks(cfg_for(pages), alloc_.node);
       return pages > w[WMARK_HIGH] + need + slack(pages) + MAX_ORDER_NR_PAGES;
     };
-    uint64_t pages = node_pages_;
+    uint64_t pages = alloc_.node_pages;
     if (pages == 0) {
       pages = std::max<uint64_t>(uint64_t(1) << 18, (need + MAX_ORDER_NR_PAGES - 1) & ~(MAX_ORDER_NR_PAGES - 1));
       while (!fits(pages)) pages += std::max<uint64_t>(pages / 16, MAX_ORDER_NR_PAGES) & ~(MAX_ORDER_NR_PAGES - 1);
     } else if (!fits(pages)) {
-      const auto w = MemorySystem::watermarks(cfg_for(pages), nid_);
+      const auto w = MemorySystem::watermarks(cfg_for(pages), alloc_.node);
       throw std::invalid_argument("count: " + std::to_string(threads_) + " threads x " + std::to_string(count_) +
                                   " blocks of order " + std::to_string(order_) + " need " + std::to_string(need) +
                                   " pages plus " + std::to_string(slack(pages)) +
@@ -258,9 +247,9 @@ class PcpRefill final : public Scenario {
   };
   Formula formula() const {
     const bool on_pcp = pcp_allowed_order(order_);
-    const PerCpuPages& p0 = ms_->pcp(cpus_[0], nid_);
+    const PerCpuPages& p0 = ms_->pcp(cpus_[0], alloc_.node);
     const PcpExpect e =
-        pcp_expect_alloc_then_free(p0.batch, p0.high_min, p0.high_max, rule_ == BatchRule::v6_7, order_, count_);
+        pcp_expect_alloc_then_free(p0.batch, p0.high_min, p0.high_max, alloc_.rule == BatchRule::v6_7, order_, count_);
     const uint64_t T = uint64_t(threads_);
     const auto n = [](uint64_t v) { return std::to_string(v); };
     Formula f;
@@ -277,12 +266,8 @@ class PcpRefill final : public Scenario {
   int threads_;
   unsigned order_;
   uint64_t count_;
-  CheckMode check_;
-  BatchRule rule_;
-  uint64_t node_pages_, node_pages_used_ = 0;
-  int pcp_batch_;
-  int nid_;
-  gfp_t gfp_;
+  PageAllocParams alloc_;
+  uint64_t node_pages_used_ = 0;
   std::unique_ptr<MemorySystem> ms_;
   FreeAreaState initial_;
   std::vector<std::vector<Page*>> held_;

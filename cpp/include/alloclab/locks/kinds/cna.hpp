@@ -14,21 +14,17 @@
 // nodes (nodes live in the acquirer's token here), its later time-based threshold and priority (real-time) waiters.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/mcs_node.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct CnaSpinlock {
-  static constexpr std::string_view kName = "cna";
-  static constexpr std::string_view kDoc =
-      "compact NUMA-aware MCS lock (Dice & Kogan, EuroSys'19; the Linux CNA qspinlock series): the releaser hands "
-      "over to the first waiter of its own node, moving the others to a secondary queue";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false,
+      .doc =
+          "compact NUMA-aware MCS lock (Dice & Kogan, EuroSys'19; the Linux CNA qspinlock series): the releaser hands "
+          "over to the first waiter of its own node, moving the others to a secondary queue"};
   // Local hand-offs in a row before the secondary queue goes first: the series' intra-node threshold (1 << 16, a
   // probability there, a count here so that runs are deterministic).
   static constexpr uint32_t kThreshold = 1u << 16;
@@ -45,12 +41,7 @@ struct CnaSpinlock {
     me.locked().store(1, std::memory_order_relaxed);  // no secondary queue
     return true;
   }
-  bool try_enter(Token& me) noexcept {
-    me.next().store(nullptr, std::memory_order_relaxed);
-    me.locked().store(1, std::memory_order_relaxed);
-    McsNode* expected = nullptr;
-    return tail.compare_exchange_strong(expected, &me, std::memory_order_acq_rel, std::memory_order_relaxed);
-  }
+  bool try_enter(Token& me) noexcept { return mcs_try_enqueue(tail, me, 1); }  // 1: no secondary queue
   void wait(Token& me, bool yield) noexcept { mcs_wait(me, yield); }
   void leave(Token& me) noexcept;  // cna.cpp
   uint32_t queued(const Token&) const noexcept { return 0; }

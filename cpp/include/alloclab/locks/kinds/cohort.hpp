@@ -10,20 +10,18 @@
 // Leaves out: what cohort_base.hpp leaves out.
 #pragma once
 
-#include <string_view>
-
 #include "alloclab/locks/cohort_base.hpp"
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/ttas.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct CohortSpinlock : CohortBase<TtasSpinlock, 64> {
-  static constexpr std::string_view kName = "cohort";
-  static constexpr std::string_view kDoc =
-      "C-BO-MCS cohort lock (Dice, Marathe & Shavit, PPoPP'12): a per-node MCS lock under a global backoff lock; "
-      "passed within the node up to a limit of hand-offs in a row";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false,
+      .doc =
+          "C-BO-MCS cohort lock (Dice, Marathe & Shavit, PPoPP'12): a per-node MCS lock under a global backoff lock; "
+          "passed within the node up to a limit of hand-offs in a row"};
 
   // Virtual time (vhandoff.hpp): below the limit, the oldest waiter of the releaser's node gets the lock (the local
   // MCS pass with the global lock: owned at once, one transfer). Otherwise the global word is released and the oldest

@@ -9,20 +9,16 @@
 // Leaves out: OSQ-serialised spinning and the owner-running check of the kernel's mutex.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
-#include "alloclab/locks/vhandoff.hpp"
+#include "alloclab/locks/kinds/kind.hpp"
 
 namespace alloclab {
 
 struct FutexMutex {
-  static constexpr std::string_view kName = "mutex";
-  static constexpr std::string_view kDoc =
-      "sleeping mutex on a futex: spins briefly, then sleeps; woken waiters race (not FIFO), like the kernel's mutex "
-      "without its handoff";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{.fifo = false,
+                                          .doc =
+                                              "sleeping mutex on a futex: spins briefly, then sleeps; woken waiters "
+                                              "race (not FIFO), like the kernel's mutex "
+                                              "without its handoff"};
   static constexpr int kSpins = 128;  // optimistic spin before sleeping, like mutex_optimistic_spin's budget
 
   struct Token {};

@@ -11,20 +11,18 @@
 // Leaves out: more than two levels (the paper's hierarchy follows every level of the machine), and the adaptive AHMCS.
 #pragma once
 
-#include <string_view>
-
 #include "alloclab/locks/cohort_base.hpp"
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/mcs.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
-  static constexpr std::string_view kName = "hmcs";
-  static constexpr std::string_view kDoc =
-      "hierarchical MCS lock, two levels (Chabbi, Fagan & Mellor-Crummey, PPoPP'15): a per-node MCS lock under a "
-      "root MCS lock, passed within the node up to a limit of hand-offs in a row";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false,
+      .doc =
+          "hierarchical MCS lock, two levels (Chabbi, Fagan & Mellor-Crummey, PPoPP'15): a per-node MCS lock under a "
+          "root MCS lock, passed within the node up to a limit of hand-offs in a row"};
 
   // Virtual time (vhandoff.hpp): owned at once, after one line transfer. Below the limit, the oldest waiter of the
   // releaser's node (the local pass); otherwise the oldest waiter of another node (the root's next node, whose local

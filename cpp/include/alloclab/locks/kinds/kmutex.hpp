@@ -13,22 +13,18 @@
 // looks, and never spins when the run is oversubscribed), OSQ unqueueing on need_resched, ww_mutex, lockdep.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/qspinlock.hpp"
 #include "alloclab/locks/mcs_node.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct KernelMutex {
-  static constexpr std::string_view kName = "kmutex";
-  static constexpr std::string_view kDoc =
-      "the kernel's mutex: cmpxchg fast path, optimistic spinning on the OSQ, then a FIFO wait list and sleep; the "
-      "first waiter that loses after a wake-up gets the lock handed to it";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false,
+      .doc =
+          "the kernel's mutex: cmpxchg fast path, optimistic spinning on the OSQ, then a FIFO wait list and sleep; the "
+          "first waiter that loses after a wake-up gets the lock handed to it; the default for kernel mutexes"};
   static constexpr int kSpins = 1024;  // looks at the owner word before a spinner gives up (the owner-running check)
 
   static constexpr uintptr_t kFlagWaiters = 0x01;  // MUTEX_FLAG_WAITERS

@@ -9,33 +9,20 @@
 // Leaves out: qspinlock's pending bit and locked-byte fast path (the `qspinlock` kind has them).
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/mcs_node.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct McsSpinlock {
-  static constexpr std::string_view kName = "mcs";
-  static constexpr std::string_view kDoc =
-      "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node; the default for "
-      "kernel spinlocks";
-  static constexpr bool kFifo = true;
+  static constexpr LockKindTraits kTraits{
+      .fifo = true, .doc = "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node"};
 
   // The queue node, one per acquisition, alone on its cache line (its owner spins on `locked`).
   struct alignas(64) Token : McsNode {};
 
   bool enter(Token& me) noexcept { return mcs_enqueue(tail, me) == nullptr; }
-  bool try_enter(Token& me) noexcept {
-    me.next().store(nullptr, std::memory_order_relaxed);
-    me.locked().store(0, std::memory_order_relaxed);
-    // acq_rel, as enter()'s exchange (TSan found the acquire-only version: a later waiter writes our next).
-    McsNode* expected = nullptr;
-    return tail.compare_exchange_strong(expected, &me, std::memory_order_acq_rel, std::memory_order_relaxed);
-  }
+  bool try_enter(Token& me) noexcept { return mcs_try_enqueue(tail, me, 0); }
   // Spin on our own node until the predecessor passes the lock on.
   void wait(Token& me, bool yield) noexcept { mcs_wait(me, yield); }
   // Hand over to the successor (one store into its line), or leave the queue empty.

@@ -8,18 +8,13 @@
 
 #include <pthread.h>
 
-#include <cstdint>
-#include <string_view>
-
-#include "alloclab/locks/vhandoff.hpp"
+#include "alloclab/locks/kinds/kind.hpp"
 
 namespace alloclab {
 
 struct PthreadMutex {
-  static constexpr std::string_view kName = "pthread";
-  static constexpr std::string_view kDoc =
-      "glibc pthread_mutex_t (default type): futex-based, what most user-space code uses";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false, .doc = "glibc pthread_mutex_t (default type): futex-based, what most user-space code uses"};
 
   struct Token {};
 

@@ -16,21 +16,19 @@
 // mix widths on one word), qspinlock statistics.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/mcs.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct Qspinlock {
-  static constexpr std::string_view kName = "qspinlock";
-  static constexpr std::string_view kDoc =
-      "the kernel's queued spinlock: 4-byte word with locked byte, pending bit and MCS tail over per-CPU nodes; the "
-      "second contender spins on the pending bit, the others queue (FIFO)";
-  static constexpr bool kFifo = true;
+  static constexpr LockKindTraits kTraits{
+      .fifo = true,
+      .doc =
+          "the kernel's queued spinlock: 4-byte word with locked byte, pending bit "
+          "and MCS tail over per-CPU nodes; the "
+          "second contender spins on the pending bit, the others queue (FIFO); the default for kernel "
+          "spinlocks"};
 
   // The word's fields (asm-generic/qspinlock_types.h, NR_CPUS < 16K).
   static constexpr uint32_t kLockedVal = 1u;          // _Q_LOCKED_VAL

@@ -15,21 +15,17 @@
 // shuffler role passed down the queue (the head alone shuffles here).
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/mcs_node.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct Shfllock {
-  static constexpr std::string_view kName = "shfllock";
-  static constexpr std::string_view kDoc =
-      "ShflLock (Kashyap et al., SOSP'19): a test-and-set word and an MCS queue whose head, while it waits, moves its "
-      "node's waiters forward";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{.fifo = false,
+                                          .doc =
+                                              "ShflLock (Kashyap et al., SOSP'19): a test-and-set word and an MCS "
+                                              "queue whose head, while it waits, moves its "
+                                              "node's waiters forward"};
   static constexpr uint32_t kMaxBatch = 64;  // heads in a row from one node before the head stops shuffling
 
   struct alignas(64) Token : McsNode {

@@ -9,20 +9,14 @@
 // Leaves out: the paravirt "slowpath" bit and proportional backoff.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <string_view>
-
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/spin_wait.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct TicketSpinlock {
-  static constexpr std::string_view kName = "ticket";
-  static constexpr std::string_view kDoc =
-      "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line";
-  static constexpr bool kFifo = true;
+  static constexpr LockKindTraits kTraits{
+      .fifo = true, .doc = "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line"};
 
   struct Token {
     uint32_t ticket;  // set by enter() or try_enter()

@@ -10,20 +10,15 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
-#include <string_view>
 
+#include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/spin_wait.hpp"
-#include "alloclab/locks/vhandoff.hpp"
 
 namespace alloclab {
 
 struct TtasSpinlock {
-  static constexpr std::string_view kName = "spin";
-  static constexpr std::string_view kDoc =
-      "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap";
-  static constexpr bool kFifo = false;
+  static constexpr LockKindTraits kTraits{
+      .fifo = false, .doc = "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap"};
   static constexpr uint32_t kMaxBackoff = 1024;  // PAUSEs between probes, at most
 
   struct Token {};  // nothing per acquisition

@@ -78,10 +78,50 @@ struct NoAugment {
   static void rotate(RbNode*, RbNode*) {}
 };
 
+// The rebalancing cases come in mirror pairs: lib/rbtree.c writes each twice, once per side. Here each is written
+// once for a side `L` (the side of its parent the node or subtree in question hangs on) and its mirror `R`, and
+// instantiated for both.
+using RbSide = RbNode* RbNode::*;
+
+// One pass of __rb_insert's loop for a red `node` under a red `parent` that is gparent's L child. Returns true to go
+// on one level up (case 1: node and parent were moved up), false when the tree is balanced.
+template <class Aug, RbSide L, RbSide R>
+inline bool insert_side(RbNode*& node, RbNode*& parent, RbNode* gparent, RbRoot* root) {
+  RbNode* tmp = gparent->*R;
+  if (tmp && rb_is_red(tmp)) {
+    // Case 1: the uncle is red: colour flips.
+    rb_set_parent_color(tmp, gparent, RB_BLACK);
+    rb_set_parent_color(parent, gparent, RB_BLACK);
+    node = gparent;
+    parent = rb_parent(node);
+    rb_set_parent_color(node, parent, RB_RED);
+    return true;
+  }
+  tmp = parent->*R;
+  if (node == tmp) {
+    // Case 2: the uncle is black and node is parent's R child: rotate towards L at parent.
+    tmp = node->*L;
+    parent->*R = tmp;
+    node->*L = parent;
+    if (tmp) rb_set_parent_color(tmp, parent, RB_BLACK);
+    rb_set_parent_color(parent, node, RB_RED);
+    Aug::rotate(parent, node);
+    parent = node;
+    tmp = node->*R;
+  }
+  // Case 3: the uncle is black and node is parent's L child: rotate towards R at gparent.
+  gparent->*L = tmp;
+  parent->*R = gparent;
+  if (tmp) rb_set_parent_color(tmp, gparent, RB_BLACK);
+  rotate_set_parents(gparent, parent, root, RB_RED);
+  Aug::rotate(gparent, parent);
+  return false;
+}
+
 // __rb_insert(): rebalance after rb_link_node() of a red node.
 template <class Aug>
 inline void insert(RbNode* node, RbRoot* root) {
-  RbNode *parent = rb_red_parent(node), *gparent, *tmp;
+  RbNode* parent = rb_red_parent(node);
   for (;;) {
     step(parent ? parent : node, true);
     // Loop invariant: node is red.
@@ -90,163 +130,76 @@ inline void insert(RbNode* node, RbRoot* root) {
       break;
     }
     if (rb_is_black(parent)) break;
-    gparent = rb_red_parent(parent);
-    tmp = gparent->rb_right;
-    if (parent != tmp) {  // parent == gparent->rb_left
-      if (tmp && rb_is_red(tmp)) {
-        // Case 1: the uncle is red: colour flips.
-        rb_set_parent_color(tmp, gparent, RB_BLACK);
-        rb_set_parent_color(parent, gparent, RB_BLACK);
-        node = gparent;
-        parent = rb_parent(node);
-        rb_set_parent_color(node, parent, RB_RED);
-        continue;
-      }
-      tmp = parent->rb_right;
-      if (node == tmp) {
-        // Case 2: the uncle is black and node is the right child: left rotate at parent.
-        tmp = node->rb_left;
-        parent->rb_right = tmp;
-        node->rb_left = parent;
-        if (tmp) rb_set_parent_color(tmp, parent, RB_BLACK);
-        rb_set_parent_color(parent, node, RB_RED);
-        Aug::rotate(parent, node);
-        parent = node;
-        tmp = node->rb_right;
-      }
-      // Case 3: the uncle is black and node is the left child: right rotate at gparent.
-      gparent->rb_left = tmp;
-      parent->rb_right = gparent;
-      if (tmp) rb_set_parent_color(tmp, gparent, RB_BLACK);
-      rotate_set_parents(gparent, parent, root, RB_RED);
-      Aug::rotate(gparent, parent);
-      break;
-    } else {
-      tmp = gparent->rb_left;
-      if (tmp && rb_is_red(tmp)) {
-        rb_set_parent_color(tmp, gparent, RB_BLACK);
-        rb_set_parent_color(parent, gparent, RB_BLACK);
-        node = gparent;
-        parent = rb_parent(node);
-        rb_set_parent_color(node, parent, RB_RED);
-        continue;
-      }
-      tmp = parent->rb_left;
-      if (node == tmp) {
-        tmp = node->rb_right;
-        parent->rb_left = tmp;
-        node->rb_right = parent;
-        if (tmp) rb_set_parent_color(tmp, parent, RB_BLACK);
-        rb_set_parent_color(parent, node, RB_RED);
-        Aug::rotate(parent, node);
-        parent = node;
-        tmp = node->rb_left;
-      }
-      gparent->rb_right = tmp;
-      parent->rb_left = gparent;
-      if (tmp) rb_set_parent_color(tmp, gparent, RB_BLACK);
-      rotate_set_parents(gparent, parent, root, RB_RED);
-      Aug::rotate(gparent, parent);
-      break;
-    }
+    RbNode* gparent = rb_red_parent(parent);
+    const bool up = parent != gparent->rb_right
+                        ? insert_side<Aug, &RbNode::rb_left, &RbNode::rb_right>(node, parent, gparent, root)
+                        : insert_side<Aug, &RbNode::rb_right, &RbNode::rb_left>(node, parent, gparent, root);
+    if (!up) break;
   }
+}
+
+// One pass of ____rb_erase_color's loop for `node` (possibly null), parent's L child, whose subtree is one black
+// short. Returns true to go on one level up (case 2 with a black parent: node and parent were moved up), false when
+// the black height is restored.
+template <class Aug, RbSide L, RbSide R>
+inline bool erase_color_side(RbNode*& node, RbNode*& parent, RbRoot* root) {
+  RbNode *sibling = parent->*R, *tmp1, *tmp2;
+  if (rb_is_red(sibling)) {
+    // Case 1: rotate towards L at parent.
+    tmp1 = sibling->*L;
+    parent->*R = tmp1;
+    sibling->*L = parent;
+    rb_set_parent_color(tmp1, parent, RB_BLACK);
+    rotate_set_parents(parent, sibling, root, RB_RED);
+    Aug::rotate(parent, sibling);
+    sibling = tmp1;
+  }
+  tmp1 = sibling->*R;
+  if (!tmp1 || rb_is_black(tmp1)) {
+    tmp2 = sibling->*L;
+    if (!tmp2 || rb_is_black(tmp2)) {
+      // Case 2: sibling colour flip.
+      rb_set_parent_color(sibling, parent, RB_RED);
+      if (rb_is_red(parent)) {
+        rb_set_black(parent);
+      } else {
+        node = parent;
+        parent = rb_parent(node);
+        if (parent) return true;
+      }
+      return false;
+    }
+    // Case 3: rotate towards R at sibling.
+    tmp1 = tmp2->*R;
+    sibling->*L = tmp1;
+    tmp2->*R = sibling;
+    parent->*R = tmp2;
+    if (tmp1) rb_set_parent_color(tmp1, sibling, RB_BLACK);
+    Aug::rotate(sibling, tmp2);
+    tmp1 = sibling;
+    sibling = tmp2;
+  }
+  // Case 4: rotate towards L at parent + colour flips.
+  tmp2 = sibling->*L;
+  parent->*R = tmp2;
+  sibling->*L = parent;
+  rb_set_parent_color(tmp1, sibling, RB_BLACK);
+  if (tmp2) rb_set_parent(tmp2, parent);
+  rotate_set_parents(parent, sibling, root, RB_BLACK);
+  Aug::rotate(parent, sibling);
+  return false;
 }
 
 // ____rb_erase_color(): restore the black height below `parent` after a black node was removed.
 template <class Aug>
 inline void erase_color(RbNode* parent, RbRoot* root) {
-  RbNode *node = nullptr, *sibling, *tmp1, *tmp2;
+  RbNode* node = nullptr;
   for (;;) {
     step(parent, true);
-    sibling = parent->rb_right;
-    if (node != sibling) {  // node == parent->rb_left
-      if (rb_is_red(sibling)) {
-        // Case 1: left rotate at parent.
-        tmp1 = sibling->rb_left;
-        parent->rb_right = tmp1;
-        sibling->rb_left = parent;
-        rb_set_parent_color(tmp1, parent, RB_BLACK);
-        rotate_set_parents(parent, sibling, root, RB_RED);
-        Aug::rotate(parent, sibling);
-        sibling = tmp1;
-      }
-      tmp1 = sibling->rb_right;
-      if (!tmp1 || rb_is_black(tmp1)) {
-        tmp2 = sibling->rb_left;
-        if (!tmp2 || rb_is_black(tmp2)) {
-          // Case 2: sibling colour flip.
-          rb_set_parent_color(sibling, parent, RB_RED);
-          if (rb_is_red(parent)) {
-            rb_set_black(parent);
-          } else {
-            node = parent;
-            parent = rb_parent(node);
-            if (parent) continue;
-          }
-          break;
-        }
-        // Case 3: right rotate at sibling.
-        tmp1 = tmp2->rb_right;
-        sibling->rb_left = tmp1;
-        tmp2->rb_right = sibling;
-        parent->rb_right = tmp2;
-        if (tmp1) rb_set_parent_color(tmp1, sibling, RB_BLACK);
-        Aug::rotate(sibling, tmp2);
-        tmp1 = sibling;
-        sibling = tmp2;
-      }
-      // Case 4: left rotate at parent + colour flips.
-      tmp2 = sibling->rb_left;
-      parent->rb_right = tmp2;
-      sibling->rb_left = parent;
-      rb_set_parent_color(tmp1, sibling, RB_BLACK);
-      if (tmp2) rb_set_parent(tmp2, parent);
-      rotate_set_parents(parent, sibling, root, RB_BLACK);
-      Aug::rotate(parent, sibling);
-      break;
-    } else {
-      sibling = parent->rb_left;
-      if (rb_is_red(sibling)) {
-        tmp1 = sibling->rb_right;
-        parent->rb_left = tmp1;
-        sibling->rb_right = parent;
-        rb_set_parent_color(tmp1, parent, RB_BLACK);
-        rotate_set_parents(parent, sibling, root, RB_RED);
-        Aug::rotate(parent, sibling);
-        sibling = tmp1;
-      }
-      tmp1 = sibling->rb_left;
-      if (!tmp1 || rb_is_black(tmp1)) {
-        tmp2 = sibling->rb_right;
-        if (!tmp2 || rb_is_black(tmp2)) {
-          rb_set_parent_color(sibling, parent, RB_RED);
-          if (rb_is_red(parent)) {
-            rb_set_black(parent);
-          } else {
-            node = parent;
-            parent = rb_parent(node);
-            if (parent) continue;
-          }
-          break;
-        }
-        tmp1 = tmp2->rb_left;
-        sibling->rb_right = tmp1;
-        tmp2->rb_left = sibling;
-        parent->rb_left = tmp2;
-        if (tmp1) rb_set_parent_color(tmp1, sibling, RB_BLACK);
-        Aug::rotate(sibling, tmp2);
-        tmp1 = sibling;
-        sibling = tmp2;
-      }
-      tmp2 = sibling->rb_right;
-      parent->rb_left = tmp2;
-      sibling->rb_right = parent;
-      rb_set_parent_color(tmp1, sibling, RB_BLACK);
-      if (tmp2) rb_set_parent(tmp2, parent);
-      rotate_set_parents(parent, sibling, root, RB_BLACK);
-      Aug::rotate(parent, sibling);
-      break;
-    }
+    const bool up = node != parent->rb_right
+                        ? erase_color_side<Aug, &RbNode::rb_left, &RbNode::rb_right>(node, parent, root)
+                        : erase_color_side<Aug, &RbNode::rb_right, &RbNode::rb_left>(node, parent, root);
+    if (!up) break;
   }
 }
 
@@ -358,26 +311,23 @@ inline RbNode* rb_first(const RbRoot* root) {
   return n;
 }
 
-inline RbNode* rb_next(const RbNode* node) {
-  if (node->rb_right) {
-    node = node->rb_right;
-    while (node->rb_left) node = node->rb_left;
+namespace rb {
+// rb_next with L = rb_left, R = rb_right; rb_prev with the sides swapped: the L-most node of the R subtree, else the
+// nearest ancestor that `node` is under on its L side (null: none).
+template <RbSide L, RbSide R>
+inline RbNode* rb_neighbour(const RbNode* node) {
+  if (node->*R) {
+    node = node->*R;
+    while (node->*L) node = node->*L;
     return const_cast<RbNode*>(node);
   }
   RbNode* parent;
-  while ((parent = rb::rb_parent(node)) && node == parent->rb_right) node = parent;
+  while ((parent = rb_parent(node)) && node == parent->*R) node = parent;
   return parent;
 }
+}  // namespace rb
 
-inline RbNode* rb_prev(const RbNode* node) {
-  if (node->rb_left) {
-    node = node->rb_left;
-    while (node->rb_right) node = node->rb_right;
-    return const_cast<RbNode*>(node);
-  }
-  RbNode* parent;
-  while ((parent = rb::rb_parent(node)) && node == parent->rb_left) node = parent;
-  return parent;
-}
+inline RbNode* rb_next(const RbNode* node) { return rb::rb_neighbour<&RbNode::rb_left, &RbNode::rb_right>(node); }
+inline RbNode* rb_prev(const RbNode* node) { return rb::rb_neighbour<&RbNode::rb_right, &RbNode::rb_left>(node); }
 
 }  // namespace alloclab::vmalloc

@@ -1,0 +1,50 @@
+// The interface of a lock kind, stated once: what Lock's dispatch (lock.hpp), the catalogue (lock_class.cpp) and the
+// virtual-time hand-off (virtual_lock.cpp) call on every kind of ALLOCLAB_LOCK_KINDS. lock_kinds.hpp checks each
+// kind of the list against LockKindType, so a kind that lacks a member, or has it with another signature, fails to
+// compile there with its name. Each kind header includes this file, for the interface's types and the atomics.
+//
+// Members every kind has: kTraits; a Token (per-acquisition state the acquirer owns, e.g. an MCS queue node,
+// trivially constructible: nothing is written until an acquisition needs it); enter() (fast path: true if
+// acquired; a FIFO kind has queued the acquirer otherwise); try_enter() (never queues); wait() (after a failed
+// enter(): returns holding the lock; `yield`: sched_yield between looks, for oversubscribed runs); leave();
+// queued(holder) (waiters behind the holder whose token it is, 0 for kinds that do not queue); vhandoff() (its
+// hand-off in virtual time, vhandoff.hpp). Optional: acquire(token, yield), the primitive's own blocking path for
+// when nobody needs to know whether it contended (lock_stat off); a `numa_node` in the Token of a NUMA-aware kind,
+// which the Lock fills with the acquirer's model node before enter()/try_enter().
+#pragma once
+
+#include <atomic>
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "alloclab/locks/vhandoff.hpp"
+
+namespace alloclab {
+
+// What the catalogue says of a kind; its name is its enumerator in ALLOCLAB_LOCK_KINDS.
+struct LockKindTraits {
+  bool fifo;             // the lock goes to the waiters in arrival order (queued() counts them)
+  std::string_view doc;  // one line, for al.lock_kinds()
+};
+
+template <class K>
+concept LockKindType = std::is_trivially_default_constructible_v<typename K::Token> &&
+    requires(K& k, const K& held, typename K::Token& t, const typename K::Token& holder, bool yield,
+             const VRelease& r) {
+  { K::kTraits } -> std::convertible_to<LockKindTraits>;
+  { k.enter(t) }
+  noexcept->std::same_as<bool>;
+  { k.try_enter(t) }
+  noexcept->std::same_as<bool>;
+  { k.wait(t, yield) }
+  noexcept->std::same_as<void>;
+  { k.leave(t) }
+  noexcept->std::same_as<void>;
+  { held.queued(holder) }
+  noexcept->std::same_as<uint32_t>;
+  { K::vhandoff(r) } -> std::same_as<VHandoff>;
+};
+
+}  // namespace alloclab
