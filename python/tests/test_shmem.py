@@ -70,6 +70,27 @@ def test_disjoint_counts_are_exact(variant, threads, clock):
     assert (r.workers["faults"] == per).all()
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_runs_the_page_allocator_of_its_kernel(variant, clock):
+    r = al.run("shmem_fault", **on(clock, "node:1 core:4 pu:1"), variant=variant, threads=1, pages_per_thread=1500,
+               backing="none")  # fmt: skip
+    s = r.summary
+    batch = s["pcp_batch"]
+    data, index = s["page_allocs"], s["index_page_allocs"]
+    # One thread, nothing freed: each pcp list (movable data pages, unmovable index pages) refills batch at a time.
+    refills = -(-data // batch) + -(-index // batch)
+    assert s["zone_lock_acquisitions"] == refills
+    if variant == "modern":
+        assert "modern: v6.19" in r.provenance["kernel"]
+        assert s["pages_checked_at_prep"] == 0 and s["pages_checked_under_lock"] == refills * batch
+    else:
+        assert r.provenance["kernel"].startswith("v2.6.35")
+        assert s["pcp_high"] == 6 * batch  # setup_pageset
+        # check_new_page once per page handed out, outside zone->lock; nothing checked inside rmqueue_bulk
+        assert s["pages_checked_at_prep"] == data + index and s["pages_checked_under_lock"] == 0
+    assert bool(s["lock_counts_exact"])
+
+
 def test_info_lock_per_fault_is_two_one_zero_one_with_one_thread():
     n = 16  # i_direct only: no index page, so the ratios are exactly 2 / 1 / 0 / 1
     got = {
