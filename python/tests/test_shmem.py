@@ -91,6 +91,20 @@ def test_each_variant_runs_the_page_allocator_of_its_kernel(variant, clock):
     assert bool(s["lock_counts_exact"])
 
 
+def test_virtual_lock_sections_pay_the_transfer_of_what_they_touch():
+    # Two workers on the seed's 4-socket profile, same socket (PUs 0 and 2) or two sockets (0 and 16): each
+    # info->lock section reads and writes the inode's line, the swap vector and the radix tree, which the other CPU
+    # wrote last, so the holds are longer when that CPU is a socket away. Virtual runs are deterministic.
+    def hold_ns(placement):
+        r = al.run("shmem_fault", clock="virtual", machine="nehalem-ex-4s-64t", threads=2, placement=placement,
+                   variant="lock_twice", pages_per_thread=600, backing="none")  # fmt: skip
+        return r.lockstat.set_index("class").loc["info->lock", "holdtime_total_ns"]
+
+    near, far = hold_ns([0, 2]), hold_ns([0, 16])
+    assert far > near
+    assert hold_ns([0, 16]) == far  # the same inputs, the same virtual times
+
+
 def test_info_lock_per_fault_is_two_one_zero_one_with_one_thread():
     n = 16  # i_direct only: no index page, so the ratios are exactly 2 / 1 / 0 / 1
     got = {
