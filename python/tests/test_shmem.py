@@ -93,8 +93,9 @@ def test_each_variant_runs_the_page_allocator_of_its_kernel(variant, clock):
 
 def test_virtual_lock_sections_pay_the_transfer_of_what_they_touch():
     # Two workers on the seed's 4-socket profile, same socket (PUs 0 and 2) or two sockets (0 and 16): each
-    # info->lock section reads and writes the inode's line, the swap vector and the radix tree, which the other CPU
-    # wrote last, so the holds are longer when that CPU is a socket away. Virtual runs are deterministic.
+    # info->lock section takes mapping->tree_lock and writes the radix tree's upper nodes and mapping->nrpages, which
+    # the other CPU wrote last (the inode's own first line comes with info->lock), so the holds are longer when that
+    # CPU is a socket away. Virtual runs are deterministic.
     def hold_ns(placement):
         r = al.run("shmem_fault", clock="virtual", machine="nehalem-ex-4s-64t", threads=2, placement=placement,
                    variant="lock_twice", pages_per_thread=600, backing="none")  # fmt: skip

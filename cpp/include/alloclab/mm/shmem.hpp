@@ -53,7 +53,8 @@
 // written and the node's count (page_cache.cpp), mapping->nrpages, the struct page (flags, references, mapping and
 // index) and the LRU counts. The lock word sits on a line of its own here; in 2.6.35 spinlock_t lock is the first
 // field of struct shmem_inode_info, on the same line as flags/alloced/swapped/next_index, so a hand-off there moves
-// one line where the model moves two (the lock's, then the inode's).
+// one line: the model's info_lock() therefore hands the inode's first line to the new holder with the lock (no second
+// transfer), and the sections pay only for the other lines they touch.
 // Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits (max_blocks 0, as the seed's test),
 // VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the task's node), huge pages, the
 // modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a CAS on the PTE instead),
