@@ -87,6 +87,74 @@ TEST_F(MmPcp, V62Order9EveryFreeAboveHighIsOneBulkReturn) {
   EXPECT_EQ(e.refills + e.bulk_frees, 15u);
 }
 
+// 2.6.35 mm/page_alloc.c: zone_batchsize() capped at 512 KiB, setup_pageset() high = 6 x batch, order 0 only,
+// rmqueue_bulk(zone, 0, pcp->batch) with no check inside zone->lock, check_new_page in prep_new_page, and
+// free_hot_cold_page returning pcp->batch pages at pcp->high.
+class MmPcp2635 : public MmTest {
+ protected:
+  MemoryConfig v2635(uint64_t pages) {
+    MemoryConfig c = on_node0(pages);
+    c.batch_rule = BatchRule::v2_6_35;
+    c.check = CheckMode::prep_new_page;
+    return c;
+  }
+};
+
+TEST_F(MmPcp2635, V2635SizingIsHalfAMegabyteAndHighSixBatches) {
+  EXPECT_EQ(zone_batchsize(kGiB, BatchRule::v2_6_35), 31);       // 128 / 4 = 32 -> rounddown_pow_of_two(48) - 1
+  EXPECT_EQ(zone_batchsize(16 * kGiB, BatchRule::v2_6_35), 31);  // the cap
+  EXPECT_EQ(zone_batchsize(65536, BatchRule::v2_6_35), 15);      // below 512 MiB both versions agree
+  build("node:1 core:2 pu:1", v2635(kGiB));
+  EXPECT_EQ(ms->pcp(1, 0).batch, 31);
+  EXPECT_EQ(ms->pcp(1, 0).high, 6 * 31);
+}
+
+TEST_F(MmPcp2635, V2635Order0AllocAndFreeMatchAHandComputedCase) {
+  // batch 31, high 186. 310 allocations: 10 refills of 31, the list empty after. 310 frees: the list reaches 186
+  // after 186 frees -> 31 back (155 left), then 186 again every 31 frees: frees 186, 217, 248, 279, 310 -> 5 returns.
+  build("node:1 core:1 pu:1", v2635(kGiB));
+  std::vector<Page*> held;
+  for (int i = 0; i < 310; ++i) held.push_back(ms->alloc_pages(0, 0, 0, GFP_HIGHUSER_MOVABLE));
+  EXPECT_EQ(acquisitions("zone->lock"), 10u);
+  EXPECT_EQ(ms->pcp(0, 0).nr(), 0);
+  const MemoryStats st = ms->stats();
+  EXPECT_EQ(st.pages_checked_at_prep, 310u);        // check_new_page once per page handed out
+  EXPECT_EQ(st.zone.pages_checked_under_lock, 0u);  // nothing inside rmqueue_bulk
+  EXPECT_EQ(st.pcp.pages_checked_after_unlock, 0u);
+  for (Page* p : held) ms->free_pages(0, p, 0);
+  EXPECT_EQ(acquisitions("zone->lock"), 10u + 5u);
+  EXPECT_EQ(ms->pcp(0, 0).nr(), 186 - 31);
+  EXPECT_EQ(ms->stats().zone.bulkfree_pages_checked_under_lock, 0u);  // free_pages_check ran at each free instead
+}
+
+TEST_F(MmPcp2635, V2635CachesOrderZeroOnly) {
+  build("node:1 core:1 pu:1", v2635(kGiB));
+  Page* p = ms->alloc_pages(0, 0, 1, GFP_HIGHUSER_MOVABLE);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(ms->zone(0).stats.rmqueue_buddy, 1u);
+  EXPECT_EQ(ms->zone(0).stats.rmqueue_bulk, 0u);
+  EXPECT_EQ(ms->stats().pages_checked_at_prep, 2u);
+  ms->free_pages(0, p, 1);
+  EXPECT_EQ(ms->zone(0).stats.free_one_page, 1u);
+  EXPECT_EQ(acquisitions("pcp->lock"), 0u);
+  EXPECT_EQ(acquisitions("zone->lock"), 2u);
+}
+
+TEST_F(MmPcp2635, V2635PrepNewPageCatchesACorruptPageAndAllocatesAgain) {
+  MemoryConfig c = v2635(2048);
+  c.pcp_batch = 31;
+  build("node:1 core:1 pu:1", c);
+  ms->zone(0).zone_mem_map[5].mapping = 0xdead000;  // inside the first free order-10 block
+  std::vector<Page*> held;
+  for (int i = 0; i < 10; ++i) held.push_back(ms->alloc_pages(0, 0, 0, GFP_HIGHUSER_MOVABLE));
+  for (Page* p : held) EXPECT_NE(ms->page_to_pfn(p), 5u);
+  EXPECT_EQ(ms->zone(0).nr_bad_pages.load(), 1u);
+  EXPECT_EQ(ms->stats().pages_checked_at_prep, 11u);  // ten good pages and the bad one (goto again)
+  EXPECT_EQ(ms->stats().zone.pages_checked_under_lock, 0u);
+  for (Page* p : held) ms->free_pages(0, p, 0);
+  ms.reset();  // the leaked bad page would fail the fixture's check() on purpose
+}
+
 TEST_F(MmPcp, V67Order0RefillsDoubleUpToScaleMax) {
   MemoryConfig c = on_node0(kGiB);
   c.batch_rule = BatchRule::v6_7;

@@ -34,6 +34,10 @@ TEST(MmValidation, MemoryConfigErrorsNameTheField) {
   c.watermark_scale_factor = 10;
   c.percpu_pagelist_high_fraction = 3;
   EXPECT_TRUE(starts_with(error_of([&] { MemorySystem ms(m, locks, c); }), "percpu_pagelist_high_fraction: 3"));
+  c.percpu_pagelist_high_fraction = 8;  // allowed under v6.x, not with 2.6.35's rules (no such sysctl)
+  c.batch_rule = BatchRule::v2_6_35;
+  EXPECT_TRUE(
+      starts_with(error_of([&] { MemorySystem ms(m, locks, c); }), "percpu_pagelist_high_fraction: 8 is a v5.14+"));
 }
 
 TEST(MmValidation, MoreMemoryThanTheHostHasIsRefusedBeforeAllocating) {

@@ -70,6 +70,42 @@ def test_disjoint_counts_are_exact(variant, threads, clock):
     assert (r.workers["faults"] == per).all()
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_runs_the_page_allocator_of_its_kernel(variant, clock):
+    r = al.run("shmem_fault", **on(clock, "node:1 core:4 pu:1"), variant=variant, threads=1, pages_per_thread=1500,
+               backing="none")  # fmt: skip
+    s = r.summary
+    batch = s["pcp_batch"]
+    data, index = s["page_allocs"], s["index_page_allocs"]
+    # One thread, nothing freed: each pcp list (movable data pages, unmovable index pages) refills batch at a time.
+    refills = -(-data // batch) + -(-index // batch)
+    assert s["zone_lock_acquisitions"] == refills
+    if variant == "modern":
+        assert "modern: v6.19" in r.provenance["kernel"]
+        assert s["pages_checked_at_prep"] == 0 and s["pages_checked_under_lock"] == refills * batch
+    else:
+        assert r.provenance["kernel"].startswith("v2.6.35")
+        assert s["pcp_high"] == 6 * batch  # setup_pageset
+        # check_new_page once per page handed out, outside zone->lock; nothing checked inside rmqueue_bulk
+        assert s["pages_checked_at_prep"] == data + index and s["pages_checked_under_lock"] == 0
+    assert bool(s["lock_counts_exact"])
+
+
+def test_virtual_lock_sections_pay_the_transfer_of_what_they_touch():
+    # Two workers on the seed's 4-socket profile, same socket (PUs 0 and 2) or two sockets (0 and 16): each
+    # info->lock section takes mapping->tree_lock and writes the radix tree's upper nodes and mapping->nrpages, which
+    # the other CPU wrote last (the inode's own first line comes with info->lock), so the holds are longer when that
+    # CPU is a socket away. Virtual runs are deterministic.
+    def hold_ns(placement):
+        r = al.run("shmem_fault", clock="virtual", machine="nehalem-ex-4s-64t", threads=2, placement=placement,
+                   variant="lock_twice", pages_per_thread=600, backing="none")  # fmt: skip
+        return r.lockstat.set_index("class").loc["info->lock", "holdtime_total_ns"]
+
+    near, far = hold_ns([0, 2]), hold_ns([0, 16])
+    assert far > near
+    assert hold_ns([0, 16]) == far  # the same inputs, the same virtual times
+
+
 def test_info_lock_per_fault_is_two_one_zero_one_with_one_thread():
     n = 16  # i_direct only: no index page, so the ratios are exactly 2 / 1 / 0 / 1
     got = {

@@ -96,6 +96,9 @@ MemorySystem::MemorySystem(const Machine& machine, LockDomain& locks, MemoryConf
   if (config_.percpu_pagelist_high_fraction != 0 && config_.percpu_pagelist_high_fraction < 8)
     bad_arg("percpu_pagelist_high_fraction: " + std::to_string(config_.percpu_pagelist_high_fraction) +
             " is not allowed (allowed: 0 or at least 8)");
+  if (config_.batch_rule == BatchRule::v2_6_35 && config_.percpu_pagelist_high_fraction != 0)
+    bad_arg("percpu_pagelist_high_fraction: " + std::to_string(config_.percpu_pagelist_high_fraction) +
+            " is a v5.14+ sysctl (allowed with batch_rule 2.6.35: 0; its percpu_pagelist_fraction is not modelled)");
   if (config_.min_free_kbytes < -1)
     bad_arg("min_free_kbytes: " + std::to_string(config_.min_free_kbytes) +
             " is not allowed (allowed: -1 (auto) or >= 0)");
@@ -218,11 +221,14 @@ void MemorySystem::setup_pagesets() {
   for (Node& n : nodes_) {
     Zone& z = *n.zone;
     if (!z.populated()) continue;
-    const int batch = config_.pcp_batch ? config_.pcp_batch : std::max(1, zone_batchsize(z.managed_pages()));
+    const int batch =
+        config_.pcp_batch ? config_.pcp_batch : std::max(1, zone_batchsize(z.managed_pages(), config_.batch_rule));
     int cpus_of_node = int(model.pus_of_node(z.node).size());
     if (!cpus_of_node) cpus_of_node = nr_cpus_;
     const int frac = config_.percpu_pagelist_high_fraction;
-    const int high_min = zone_highsize(z, batch, cpus_of_node, frac);
+    // 2.6.35 setup_pageset(): pcp->high = 6 * batch (percpu_pagelist_fraction unset).
+    const int high_min =
+        config_.batch_rule == BatchRule::v2_6_35 ? 6 * batch : zone_highsize(z, batch, cpus_of_node, frac);
     const int high_max = frac ? high_min : zone_highsize(z, batch, cpus_of_node, 8);
     z.pageset_batch = batch;
     z.pageset_high = high_min;
@@ -281,15 +287,23 @@ Page* MemorySystem::get_page_from_freelist(int cpu, gfp_t gfp, unsigned order, u
     if (!ok &&
         !zone_watermark_fast(zone, order, zone.wmark_pages(int(alloc_flags & ALLOC_WMARK_MASK)), alloc_flags, gfp))
       continue;  // (node_reclaim is not modelled)
-    // rmqueue()
-    Page* page = nullptr;
-    if (pcp_allowed_order(order) && ((alloc_flags & ALLOC_CMA) || migratetype != MIGRATE_MOVABLE)) {
-      bool trylock_failed = false;
-      page = rmqueue_pcplist(zone, order, migratetype, alloc_flags, cpu, &trylock_failed);
-      if (trylock_failed) events_[size_t(cpu)].add(events_[size_t(cpu)].pcp_trylock_fail, 1);
-    }
-    if (!page) page = rmqueue_buddy(zone, order, alloc_flags, migratetype);
-    if (page) {
+    // rmqueue() (2.6.35: buffered_rmqueue, which has no CMA and caches order 0 only)
+    const bool v2635 = zone.batch_rule == BatchRule::v2_6_35;
+    for (;;) {  // 2.6.35: `again:` after a block prep_new_page found bad
+      Page* page = nullptr;
+      if (zone_pcp_allowed_order(zone, order) &&
+          (v2635 || (alloc_flags & ALLOC_CMA) || migratetype != MIGRATE_MOVABLE)) {
+        bool trylock_failed = false;
+        page = rmqueue_pcplist(zone, order, migratetype, alloc_flags, cpu, &trylock_failed);
+        if (trylock_failed) events_[size_t(cpu)].add(events_[size_t(cpu)].pcp_trylock_fail, 1);
+      }
+      if (!page) page = rmqueue_buddy(zone, order, alloc_flags, migratetype);
+      if (!page) break;
+      if (zone.check_mode == CheckMode::prep_new_page) {
+        // 2.6.35 prep_new_page: check_new_page on each struct page, after local_irq_restore (no lock held).
+        events_[size_t(cpu)].add(events_[size_t(cpu)].pages_checked_at_prep, uint64_t(1) << order);
+        if (check_new_pages(zone, page, order)) continue;  // the bad block is leaked: goto again
+      }
       prep_new_page(page, order, gfp);
       return page;
     }
@@ -417,8 +431,9 @@ bool MemorySystem::free_pages_prepare(Zone& zone, Page* page, unsigned order, bo
 
 void MemorySystem::free_unref_page(int cpu, Zone& zone, Page* page, unsigned order) {
   const uint64_t pfn = zone.page_to_pfn(page);
-  // free_unref_page_prepare: v6.2 defers the head check to bulkfree_pcp_prepare under zone->lock.
-  if (!free_pages_prepare(zone, page, order, false)) return;
+  // free_unref_page_prepare: v6.2 defers the head check to bulkfree_pcp_prepare under zone->lock; 2.6.35's
+  // free_hot_cold_page runs free_pages_check here, before the pcp list.
+  if (!free_pages_prepare(zone, page, order, zone.check_mode == CheckMode::prep_new_page)) return;
   int migratetype = zone.get_pfnblock_migratetype(pfn);
   page->index = uint64_t(migratetype);  // set_pcppage_migratetype
   // Only unmovable, reclaimable and movable go on the pcp lists; isolated pageblocks go straight to the buddy.
@@ -457,7 +472,7 @@ void MemorySystem::free_pages(int cpu, Page* page, unsigned order) {
   if (!page) bad_arg("page: nullptr (nothing to free)");
   Zone& zone = page_zone(page);
   auto free_the_page = [&](Page* p, unsigned o) {
-    if (pcp_allowed_order(o))
+    if (zone_pcp_allowed_order(zone, o))
       free_unref_page(cpu, zone, p, o);
     else
       __free_pages_ok(zone, p, o);
@@ -686,6 +701,7 @@ MemoryStats MemorySystem::stats() const {
     s.pgfree += events_[size_t(c)].pgfree.load();
     s.alloc_fail += events_[size_t(c)].alloc_fail.load();
     s.pcp_trylock_fail += events_[size_t(c)].pcp_trylock_fail.load();
+    s.pages_checked_at_prep += events_[size_t(c)].pages_checked_at_prep.load();
   }
   return s;
 }

@@ -112,6 +112,7 @@ int RadixTree::insert(uint64_t index, void* item, RadixTreePreload* preload) {
       child->height = node->height - 1;
       vcost::touch(&slot, true);
       slot.store(child, std::memory_order_release);
+      vcost::touch(&node->count, true);
       node->count++;
     }
     node = child;
@@ -121,6 +122,7 @@ int RadixTree::insert(uint64_t index, void* item, RadixTreePreload* preload) {
   if (slot.load(std::memory_order_relaxed)) return -EEXIST;
   vcost::touch(&slot, true);
   slot.store(item, std::memory_order_release);
+  vcost::touch(&node->count, true);  // the node's first line (height, count)
   node->count++;
   if (fresh_root) rnode_.store(root, std::memory_order_release);
   return 0;
@@ -138,6 +140,7 @@ void* RadixTree::remove(uint64_t index) {
     if (node->height == 1) {
       vcost::touch(&slot, true);
       slot.store(nullptr, std::memory_order_release);
+      vcost::touch(&node->count, true);
       node->count--;
       return s;
     }

@@ -14,9 +14,11 @@ PerCpuPages::PerCpuPages(LockDomain& locks, int c) : lock(locks, "pcp->lock"), c
 
 // ---- sizing ------------------------------------------------------------------------------------------------------
 
-int zone_batchsize(uint64_t managed_pages) {
-  // About a quarter of a megabyte per batch, but no more than 1/1024 of the zone; then 2^n - 1 (v6.2).
-  uint64_t batch = std::min<uint64_t>(managed_pages >> 10, (1u << 20) / PAGE_SIZE);
+int zone_batchsize(uint64_t managed_pages, BatchRule rule) {
+  // About a quarter of a megabyte per batch, but no more than 1/1024 of the zone; then 2^n - 1 (v6.2). 2.6.35
+  // zone_batchsize(): `if (batch * PAGE_SIZE > 512 * 1024) batch = (512 * 1024) / PAGE_SIZE;` on present_pages / 1024.
+  const uint64_t cap = rule == BatchRule::v2_6_35 ? (512u * 1024) / PAGE_SIZE : (1u << 20) / PAGE_SIZE;
+  uint64_t batch = std::min<uint64_t>(managed_pages >> 10, cap);
   batch /= 4;
   if (batch < 1) batch = 1;
   batch = std::bit_floor(batch + batch / 2) - 1;
@@ -33,6 +35,7 @@ int zone_highsize(const Zone& zone, int batch, int cpus_of_node, int high_fracti
 // ---- allocation --------------------------------------------------------------------------------------------------
 
 int nr_pcp_alloc(PerCpuPages& pcp, const Zone& zone, unsigned order) {
+  if (zone.batch_rule == BatchRule::v2_6_35) return pcp.batch;  // rmqueue_bulk(zone, 0, pcp->batch, ...): order 0
   if (zone.batch_rule == BatchRule::v6_2) {
     int batch = pcp.batch;
     if (batch > 1) batch = std::max(batch >> order, 2);
@@ -120,8 +123,9 @@ Page* rmqueue_buddy(Zone& zone, unsigned order, unsigned alloc_flags, int migrat
     }
     zone.__mod_zone_freepage_state(-(long(1) << order), int(page->index));
     zone.unlock_zone(t);
-    // v6.2 checks buddy-path pages after the unlock; v6.4+ only with check_pages_enabled.
-  } while (zone.check_mode != CheckMode::off && check_new_pages(zone, page, order));
+    // v6.2 checks buddy-path pages after the unlock; v6.4+ only with check_pages_enabled; 2.6.35 in prep_new_page.
+  } while ((zone.check_mode == CheckMode::in_lock || zone.check_mode == CheckMode::after_unlock) &&
+           check_new_pages(zone, page, order));
   return page;
 }
 
@@ -129,7 +133,8 @@ Page* rmqueue_buddy(Zone& zone, unsigned order, unsigned alloc_flags, int migrat
 
 void free_pcppages_bulk(Zone& zone, int count, PerCpuPages& pcp, int pindex) {
   int min_pindex = 0, max_pindex = NR_PCP_LISTS - 1;
-  const bool check = zone.check_mode != CheckMode::off;
+  // v6.2's bulkfree_pcp_prepare under zone->lock; 2.6.35 checked each page when it was freed (free_pages_check).
+  const bool check = zone.check_mode == CheckMode::in_lock || zone.check_mode == CheckMode::after_unlock;
   Page* const base = zone.zone_mem_map;
   count = std::min(pcp.nr(), count);
   pindex = pindex - 1;  // drain the requested pindex first

@@ -14,6 +14,20 @@ seconds and, more usefully, both as ratios to ``lock_twice``; ``info_lock_per_fa
 the lock_stat plot shows where the waiting went: ``info->lock`` against ``mapping->tree_lock`` (the author's
 "next wall"). The issue's check — with 2 threads ``prealloc`` is not slower than ``lock_twice`` in the median of
 interleaved repeats — is one line of the notes.
+
+The plan (fixed before any result of it was looked at, issue 17 item 5; ``PLAN`` holds it as data):
+
+* Real clock, this host: ``variant`` x ``pattern`` x threads (1, 2, the host's PUs up to 8), 131,072 pages per
+  thread, 7 timed repeats of each configuration, interleaved, lock_stat off (counts from one more run of each).
+  The test: ``al.stats.compare`` on ``elapsed_s``, each variant against ``lock_twice`` at the same pattern and
+  threads, two-sided Mann-Whitney U, alpha 0.05, at least 5 unflagged repeats on each side; anything else is
+  ``n.s.`` with its reasons. The primary comparison is the seed's: ``prealloc`` vs ``lock_twice``, disjoint,
+  2 threads. Every p-value is reported as it comes out, whichever way it points.
+* Virtual clock, the seed's machine: profile ``nehalem-ex-4s-64t`` (4 x Nehalem-EX, 64 CPUs; the shipped profile
+  built for this seed), 64 threads, disjoint, 4,096 pages per thread (the seed: 65,536; the swap vector stays in
+  its single-indirect half), real backing, ``costs="table"``. One run per variant: a virtual run is a pure function
+  of its inputs, so a repeat gives the same figure and no significance test applies. Its ratios to ``lock_twice``
+  are printed beside the seed's 20 s -> 12 s (0.60) and ramfs 10.5 s (0.525), untuned.
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
@@ -66,6 +81,17 @@ def published_ratios() -> pd.DataFrame:
 LOCK_CLASSES = ("info->lock", "mapping->tree_lock", "mapping->i_pages", "lru_lock", "zone->lock")
 
 
+#: The study's sizes, repeats and test, fixed before looking at the result (see the module docstring).
+PLAN = {
+    "real": {"pages_per_thread": 131_072, "repeats": 7, "quick_pages_per_thread": 1_024, "quick_repeats": 3},
+    "test": {"function": "al.stats.compare", "metric": "elapsed_s", "test": "Mann-Whitney U, two-sided",
+             "alpha": 0.05, "min_repeats": 5, "primary": ("disjoint", 2, "prealloc", BASELINE)},
+    "virtual": {"machine": "nehalem-ex-4s-64t", "threads": 64, "pattern": "disjoint", "pages_per_thread": 4_096,
+                "quick_pages_per_thread": 64, "backing": "real", "costs": "table",
+                "variants": ("lock_twice", "prealloc", "ramfs")},
+}  # fmt: skip
+
+
 def threads_for_host() -> list[int]:
     """1, 2 and the host's PU count (capped at 8), never more than the host's PUs (at least 1)."""
     pus = Topology.host().pus
@@ -75,9 +101,10 @@ def threads_for_host() -> list[int]:
 def sizes(quick: bool) -> dict[str, int]:
     """Pages per thread and repeats: 131,072 pages (512 MiB per thread, about 0.2 s per disjoint run: shorter runs
     drown in this host's noise) and 7 repeats, or 1,024 pages and 3 repeats in quick mode."""
+    real = PLAN["real"]
     return {
-        "pages_per_thread": sized(131_072, 1_024, quick_mode=quick),
-        "repeats": sized(7, 3, quick_mode=quick),
+        "pages_per_thread": sized(real["pages_per_thread"], real["quick_pages_per_thread"], quick_mode=quick),
+        "repeats": sized(real["repeats"], real["quick_repeats"], quick_mode=quick),
     }
 
 
@@ -96,6 +123,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, table, out_dir)
+    projected = projection(quick)
     notes = [
         f"host of {Topology.host().pus} PUs; {size['pages_per_thread']} pages per thread (the seed: 65,536 per "
         f"thread, 64 threads); {size['repeats']} timed repeats, interleaved; real 4 KiB clears; load average at the "
@@ -103,9 +131,65 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
+        *projection_notes(projected),
     ]
     notes += measurement_notes(result)
-    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"threads": threads})
+    meta = {"threads": threads, "plan": PLAN, "projection": projected.to_dict(orient="records")}
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta=meta)
+
+
+def projection(quick: bool) -> pd.DataFrame:
+    """The virtual-clock projection of ``PLAN["virtual"]``: one run per variant on the seed's 64-CPU profile.
+
+    Args:
+        quick: ``quick_pages_per_thread`` pages per thread instead of ``pages_per_thread``.
+
+    Returns:
+        ``variant, virtual_s`` (the slowest worker's virtual time), ``ratio_vs_lock_twice``,
+        ``published_ratio_vs_lock_twice`` (the seed's, NaN where it has none), ``info_lock_per_fault``,
+        ``info_lock_wait_ms``, ``tree_lock_wait_ms`` (virtual lock_stat), ``kernel`` (the rules the run used).
+    """
+    plan = PLAN["virtual"]
+    pages = sized(plan["pages_per_thread"], plan["quick_pages_per_thread"], quick_mode=quick)
+    seed = published_ratios().set_index("variant")[f"ratio_vs_{BASELINE}"]
+    rows = []
+    for variant in plan["variants"]:
+        r = run_once("shmem_fault", clock="virtual", machine=plan["machine"], costs=plan["costs"],
+                     threads=plan["threads"], variant=variant, pattern=plan["pattern"], pages_per_thread=pages,
+                     backing=plan["backing"])  # fmt: skip
+        s = r.summary
+        rows.append({
+            "variant": variant,
+            "virtual_s": float(s["elapsed_s"]),
+            "info_lock_per_fault": float(s["info_lock_per_fault"]),
+            "info_lock_wait_ms": float(s["info_lock_wait_ns"]) / 1e6,
+            "tree_lock_wait_ms": float(s["tree_lock_wait_ns"]) / 1e6,
+            "kernel": r.provenance.get("kernel", ""),
+        })  # fmt: skip
+    out = pd.DataFrame(rows)
+    base = out.loc[out["variant"] == BASELINE, "virtual_s"].iloc[0]
+    out[f"ratio_vs_{BASELINE}"] = out["virtual_s"] / base
+    out[f"published_ratio_vs_{BASELINE}"] = out["variant"].map(seed)
+    return out
+
+
+def projection_notes(projected: pd.DataFrame) -> list[str]:
+    """One line per variant of the virtual projection, beside the seed's ratio, and what it is not."""
+    plan = PLAN["virtual"]
+    lines = [
+        f"virtual projection: machine {plan['machine']}, {plan['threads']} threads, {plan['pattern']}, "
+        f"costs={plan['costs']}, one run per variant (deterministic: no significance test applies), untuned"
+    ]
+    for _, row in projected.iterrows():
+        seed = row[f"published_ratio_vs_{BASELINE}"]
+        seed_txt = f"seed {seed:.3f}" if pd.notna(seed) else "seed: none"
+        ratio = row[f"ratio_vs_{BASELINE}"]
+        lines.append(
+            f"  {row['variant']}: {row['virtual_s'] * 1e3:.3f} ms virtual, / lock_twice {ratio:.3f}"
+            f" ({seed_txt}); info->lock wait {row['info_lock_wait_ms']:.3f} ms, tree_lock wait "
+            f"{row['tree_lock_wait_ms']:.3f} ms"
+        )
+    return lines
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
@@ -151,7 +235,9 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     )
     table = table.join(counts, on=keys)
     if len(ok) and BASELINE in set(ok["variant"]):
-        cmp = stats.compare(ok, by="variant", metric="elapsed_s", within=["pattern", "threads"], baseline=BASELINE)
+        test = PLAN["test"]
+        cmp = stats.compare(ok, by="variant", metric=test["metric"], within=["pattern", "threads"], baseline=BASELINE,
+                            alpha=test["alpha"], alternative="two-sided", min_repeats=test["min_repeats"])  # fmt: skip
         cmp = cmp.rename(columns={"finding": f"vs_{BASELINE}"})
         table = table.merge(cmp[[*keys, f"vs_{BASELINE}"]], on=keys, how="left")
     published = PUBLISHED[["pattern", "variant", "elapsed_s"]].merge(published_ratios(), on=["pattern", "variant"])

@@ -48,7 +48,8 @@ enum class Backing : uint8_t { none, real };
 struct MemoryConfig {
   std::vector<uint64_t> node_pages;  // frames per model node (one entry per node; 0 = memoryless)
   BatchRule batch_rule = BatchRule::v6_2;
-  CheckMode check = CheckMode::in_lock;   // v6.2 as shipped; the patch is after_unlock; v6.4+ is off
+  CheckMode check = CheckMode::in_lock;   // v6.2 as shipped; the patch is after_unlock; v6.4+ is off; 2.6.35 is
+                                          // prep_new_page
   int pcp_batch = 0;                      // 0: zone_batchsize(managed pages); else pcp->batch for every pcp
   int percpu_pagelist_high_fraction = 0;  // the sysctl; 0: high from the low watermark
   long min_free_kbytes = -1;              // -1: int_sqrt(lowmem_kbytes * 16) clamped to [128, 262144]
@@ -66,6 +67,8 @@ struct alignas(64) CpuEvents {
   std::atomic<uint64_t> pgfree{0};            // pages freed
   std::atomic<uint64_t> alloc_fail{0};        // allocations that returned nullptr
   std::atomic<uint64_t> pcp_trylock_fail{0};  // pcp_spin_trylock failures (alloc and free)
+  // CheckMode::prep_new_page (2.6.35): struct pages check_new_page read in prep_new_page, outside zone->lock.
+  std::atomic<uint64_t> pages_checked_at_prep{0};
   // How free_unref_page went: onto the pcp lists (one pcp->lock each), and the free_pcppages_bulk calls those
   // frees triggered at the pcp's high mark (one zone->lock each). The rest took zone->lock directly (an isolated
   // pageblock, a failed trylock).
@@ -81,6 +84,7 @@ struct MemoryStats {
   ZoneLockStats zone;  // summed over zones
   PcpStats pcp;        // summed over pcps
   uint64_t pgalloc = 0, pgfree = 0, alloc_fail = 0, pcp_trylock_fail = 0, bad_pages = 0;
+  uint64_t pages_checked_at_prep = 0;  // CheckMode::prep_new_page
 };
 
 // The outcome of check(): every problem found, and where every page is.

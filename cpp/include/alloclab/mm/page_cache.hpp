@@ -13,7 +13,8 @@
 // Page flags that other CPUs may change while a page is in the cache (PG_locked, PG_uptodate, PG_lru) are updated
 // with atomic RMWs as the kernel's set_bit/clear_bit; the page allocator's own non-atomic flag writes only touch
 // pages nobody else can see.
-// Virtual time: each radix-tree level walked is a tree_step on its slot's line, page flag and reference updates are
+// Virtual time: each radix-tree level walked is a tree_step on its slot's line, a slot written and the node's count
+// (on its first line, as radix_tree_node's height and count) are tracked writes, page flag and reference updates are
 // atomic RMWs on the struct page, nrpages and the LRU counts are tracked lines; the slab's node allocation is free.
 // Leaves out: radix-tree tags (dirty/writeback), shrinking the tree and RCU-deferred node freeing (nodes are freed
 // when the tree is destroyed, after every reader has gone), the height-0 root item (index 0 alone lives in a node

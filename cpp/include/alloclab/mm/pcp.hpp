@@ -16,10 +16,25 @@
 //     capped by high - count - base_batch); pcp->high grows by each refill toward high_max and is clamped between
 //     high_min and high_max on frees; nr_pcp_free() frees free_count pages clamped to [batch, high - batch].
 //     pcp->high starts at high_min [unsure: v6.7 starts it at 0 and lets the first free clamp it].
+//   * BatchRule::v2_6_35: the per-CPU pagesets of 2.6.35 mm/page_alloc.c. Only order 0 is cached (buffered_rmqueue:
+//     `if (likely(order == 0))`, the rest under zone->lock); zone_batchsize() caps the batch at 512 KiB instead of
+//     1 MiB (present_pages / 1024, at most 512 KiB / PAGE_SIZE = 128, / 4, rounddown_pow_of_two(b + b / 2) - 1:
+//     31 on a zone of 512 MiB or more); setup_pageset(): pcp->high = 6 x batch (186), no high_min/max, no
+//     free_factor; a refill is rmqueue_bulk(zone, 0, pcp->batch, ...) under zone->lock; free_hot_cold_page adds
+//     the page and, when pcp->count >= pcp->high, free_pcppages_bulk(zone, pcp->batch, pcp) returns one batch.
+//     2.6.35 has no pcp->lock (the lists are guarded by local_irq_save); the model keeps its pcp->lock as the stand-in
+//     (taken only by the list's own CPU during a run: uncontended, one atomic on a CPU-local line) and lock_stat
+//     shows it. free_pcppages_bulk drains from the freed page's list first (2.6.35 starts its round-robin at list 1
+//     and takes batch_free pages per list: the same pages in a run that frees one migratetype).
 //   * CheckMode: where check_pcp_refill() (check_new_pages() on each of the 1 << order struct pages of every block
 //     a refill pulls) runs: in_lock = v6.2, inside rmqueue_bulk's zone->lock; after_unlock = Halbuer's patch,
 //     after the unlock with pcp->lock still held, dropping bad pages from the list; off = v6.4+ without
-//     check_pages_enabled (no refill check, no bulkfree check, no check of buddy-path allocations).
+//     check_pages_enabled (no refill check, no bulkfree check, no check of buddy-path allocations);
+//     prep_new_page = 2.6.35: no check inside rmqueue_bulk or free_pcppages_bulk; buffered_rmqueue ->
+//     prep_new_page -> check_new_page on each struct page of every block it hands out, after local_irq_restore
+//     (outside zone->lock and the pcp section; a bad block is leaked and the allocation retried: `goto again`),
+//     and free_pages_check on every page freed, before the pcp list (free_hot_cold_page) or zone->lock
+//     (__free_pages_ok).
 // Virtual time: the pcp lists charge as page.hpp's lists, and pcp->count is a tracked line (a drain on another CPU
 // reads it racily and pays its transfer).
 // Leaves out: the vmstat worker (decay_pcp_high, drain of remote pcps, refresh of zone counters),
@@ -44,6 +59,10 @@ inline constexpr int CONFIG_PCP_BATCH_SCALE_MAX = 5;
 inline constexpr uint8_t PCPF_PREV_FREE_HIGH_ORDER = 1u << 0;
 
 inline bool pcp_allowed_order(unsigned order) { return order <= PAGE_ALLOC_COSTLY_ORDER || order == pageblock_order; }
+// The orders the zone's rule caches on its pcp lists: order 0 only under 2.6.35 (buffered_rmqueue, free_hot_cold_page).
+inline bool zone_pcp_allowed_order(const Zone& zone, unsigned order) {
+  return zone.batch_rule == BatchRule::v2_6_35 ? order == 0 : pcp_allowed_order(order);
+}
 inline int order_to_pindex(int migratetype, unsigned order) {
   if (order > PAGE_ALLOC_COSTLY_ORDER) return NR_LOWORDER_PCP_LISTS;  // the THP list
   return int(MIGRATE_PCPTYPES * order) + migratetype;
@@ -130,7 +149,8 @@ void drain_pages_zone(Zone& zone, int cpu);
 
 // ---- sizing (mm/page_alloc.c: zone_batchsize, zone_highsize)
 // ---------------------------------------------------------
-int zone_batchsize(uint64_t managed_pages);
+// pcp->batch for a zone of `managed_pages` under `rule` (2.6.35 caps the batch at 512 KiB, v6.x at 1 MiB).
+int zone_batchsize(uint64_t managed_pages, BatchRule rule = BatchRule::v6_2);
 // high for `cpus_of_node` CPUs local to the zone; `high_fraction` 0 = from the low watermark.
 int zone_highsize(const Zone& zone, int batch, int cpus_of_node, int high_fraction);
 
@@ -184,8 +204,16 @@ inline Page* rmqueue_pcplist(Zone& zone, unsigned order, int migratetype, unsign
 }
 
 inline void free_unref_page_commit(Zone& zone, PerCpuPages& pcp, Page* page, int migratetype, unsigned order) {
-  if (zone.batch_rule != BatchRule::v6_2) return __free_unref_page_commit_v67(zone, pcp, page, migratetype, order);
   const int pindex = order_to_pindex(migratetype, order);
+  if (zone.batch_rule == BatchRule::v2_6_35) {
+    // 2.6.35 free_hot_cold_page (a hot page: list_add): one batch back to the buddy at pcp->high.
+    ++pcp.stats.frees;
+    list_add(pcp.lists[pindex], zone.zone_mem_map, zone.page_idx(page));
+    pcp.add_count(1);
+    if (pcp.nr() >= pcp.high) free_pcppages_bulk(zone, pcp.batch, pcp, pindex);
+    return;
+  }
+  if (zone.batch_rule != BatchRule::v6_2) return __free_unref_page_commit_v67(zone, pcp, page, migratetype, order);
   ++pcp.stats.frees;
   list_add(pcp.lists[pindex], zone.zone_mem_map, zone.page_idx(page));
   pcp.add_count(1 << order);

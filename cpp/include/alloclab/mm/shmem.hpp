@@ -45,6 +45,16 @@
 // Virtual time: the PTE, mmap_sem's count and the page flags are atomic RMWs on tracked lines, the swap-vector walk
 // is a tree_step per level, clear_highpage with real backing is a bulk clear of 4 KiB on the page's node (each line
 // read for ownership and written), and the read of the page's first byte is a tracked line.
+// What the lock sections touch is tracked, so a hand-off of info->lock or the page-cache lock to another CPU pays,
+// besides the lock word's own transfer (the lock kind's hand-off), the transfer of every line the previous holder
+// wrote and the new one reads or writes, at the profile's distance between the two CPUs: the inode's first line
+// (info->flags, alloced, swapped, next_index: read by shmem_recalc_inode, written by alloced++ and by a growing
+// next_index), the swap-vector slots walked and the index-page links installed, the radix-tree node slots walked and
+// written and the node's count (page_cache.cpp), mapping->nrpages, the struct page (flags, references, mapping and
+// index) and the LRU counts. The lock word sits on a line of its own here; in 2.6.35 spinlock_t lock is the first
+// field of struct shmem_inode_info, on the same line as flags/alloced/swapped/next_index, so a hand-off there moves
+// one line: the model's info_lock() therefore hands the inode's first line to the new holder with the lock (no second
+// transfer), and the sections pay only for the other lines they touch.
 // Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits (max_blocks 0, as the seed's test),
 // VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the task's node), huge pages, the
 // modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a CAS on the PTE instead),
@@ -269,6 +279,8 @@ class ShmemFile {
   void info_lock(ShmemTask& t, LockToken& tok);
   void info_unlock(LockToken& tok);
   void shmem_recalc_inode();
+  // shmem_swp_alloc's `if (info->next_index <= index) info->next_index = index + 1;` (a read, a write when it grows).
+  void set_next_index(uint64_t index);
   void shmem_recalc_inode_modern(ShmemTask& t, long alloced, long swapped);
   uint64_t* shmem_swp_entry(uint64_t index, Page** page);
   uint64_t* shmem_swp_alloc(ShmemTask& t, uint64_t index, LockToken& tok, int* error);

@@ -36,6 +36,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "alloclab/base/counters.hpp"
 #include "alloclab/base/enum_names.hpp"
@@ -77,12 +79,23 @@ enum zone_flags : unsigned { ZONE_BOOSTED_WATERMARK, ZONE_RECLAIM_ACTIVE, ZONE_B
 using fpi_t = unsigned;
 inline constexpr fpi_t FPI_NONE = 0, FPI_TO_TAIL = 1u << 1;
 
-// The pcp policies of one MemorySystem (read-only after construction; see pcp.hpp).
-enum class BatchRule : uint8_t { v6_2, v6_7 };
-inline constexpr EnumNames<BatchRule, 2> kBatchRuleNames{{{{BatchRule::v6_2, "v6.2"}, {BatchRule::v6_7, "v6.7"}}}};
-enum class CheckMode : uint8_t { in_lock, after_unlock, off };
-inline constexpr EnumNames<CheckMode, 3> kCheckModeNames{
-    {{{CheckMode::in_lock, "in_lock"}, {CheckMode::after_unlock, "after_unlock"}, {CheckMode::off, "off"}}}};
+// The pcp policies of one MemorySystem (read-only after construction; see pcp.hpp for what each one is).
+enum class BatchRule : uint8_t { v6_2, v6_7, v2_6_35 };
+inline constexpr EnumNames<BatchRule, 3> kBatchRuleNames{
+    {{{BatchRule::v6_2, "v6.2"}, {BatchRule::v6_7, "v6.7"}, {BatchRule::v2_6_35, "2.6.35"}}}};
+enum class CheckMode : uint8_t { in_lock, after_unlock, off, prep_new_page };
+inline constexpr EnumNames<CheckMode, 4> kCheckModeNames{{{{CheckMode::in_lock, "in_lock"},
+                                                           {CheckMode::after_unlock, "after_unlock"},
+                                                           {CheckMode::off, "off"},
+                                                           {CheckMode::prep_new_page, "prep_new_page"}}}};
+// The v6.x rules alone: what the scenarios of the v6.2 seeds offer (their exact-count formulas know no other).
+inline std::vector<std::string> v6_batch_rule_names() {
+  return {std::string(kBatchRuleNames(BatchRule::v6_2)), std::string(kBatchRuleNames(BatchRule::v6_7))};
+}
+inline std::vector<std::string> v6_check_mode_names() {
+  return {std::string(kCheckModeNames(CheckMode::in_lock)), std::string(kCheckModeNames(CheckMode::after_unlock)),
+          std::string(kCheckModeNames(CheckMode::off))};
+}
 
 struct free_area {
   PageList free_list[MIGRATE_TYPES];

@@ -21,8 +21,19 @@
 // Memory: each node that runs workers gets its workers' pages (the whole file with overlap) plus the index pages
 // and room for the watermarks and per-CPU lists; with backing="real" each page also has 4 KiB of node memory,
 // touched once before the run so the host's own page faults stay out of the measurement.
-// Leaves out: what shmem.hpp leaves out; the trap itself unless fault_ns is given; a cross-socket handoff cost
-// (a 2-socket machine's line transfers are only what the host really has).
+// The page allocator's rules are the modelled kernel's (ScenarioDef::kernel, provenance["kernel"]):
+//   lock_twice, prealloc, ramfs: 2.6.35 mm/page_alloc.c (BatchRule::v2_6_35, CheckMode::prep_new_page; pcp.hpp):
+//     zone_batchsize() caps the batch at 512 KiB (31 pages on these nodes of 512 MiB and more, 15 on a node of
+//     256 MiB), setup_pageset() sets pcp->high = 6 x batch; only order 0 is on the per-CPU lists;
+//     buffered_rmqueue refills an empty list with rmqueue_bulk(zone, 0, pcp->batch) under zone->lock, with no
+//     check inside the lock; prep_new_page -> check_new_page reads each page handed out, outside zone->lock;
+//     free_hot_cold_page runs free_pages_check before the list and returns pcp->batch pages at pcp->high.
+//   modern: the v6.2 rules (pcp batch/high of v6.2, check_pcp_refill inside zone->lock), not yet v6.19's own.
+// Summary: zone_lock_acquisitions; pages_checked_at_prep and pages_checked_under_lock (where the allocation-side
+// struct page checks ran: the first for 2.6.35, the second for v6.2).
+// Leaves out: what shmem.hpp leaves out; the trap itself unless fault_ns is given; in a real-clock run, a
+// cross-socket hand-off cost (a 2-socket machine's line transfers are only what the host really has; a virtual run
+// charges the profile's, see shmem.hpp).
 #include <algorithm>
 #include <stdexcept>
 
@@ -161,6 +172,11 @@ class ShmemFault final : public Scenario {
     m.emplace_back("tree_lock_wait_ns", r.lock_figure(tree_class, &LockStatRow::wait_total_ns));
     m.emplace_back("tree_lock_hold_ns", r.lock_figure(tree_class, &LockStatRow::hold_total_ns));
     m.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
+    const MemoryStats ms = ms_->stats();  // the run's allocations (teardown has not freed anything yet)
+    m.emplace_back("pcp_batch", int64_t(ms_->zone(env.slots.front().model_node).pageset_batch));
+    m.emplace_back("pcp_high", int64_t(ms_->zone(env.slots.front().model_node).pageset_high));
+    m.emplace_back("pages_checked_at_prep", int64_t(ms.pages_checked_at_prep));
+    m.emplace_back("pages_checked_under_lock", int64_t(ms.zone.pages_checked_under_lock));
     m.emplace_back("pagecache_pages", int64_t(c.pages));
     m.emplace_back("file_pages", int64_t(nr_pages_));
     m.emplace_back("index_pages", int64_t(c.index_pages));
@@ -187,8 +203,9 @@ class ShmemFault final : public Scenario {
  private:
   // Node sizes: each node with workers gets its workers' pages (the whole file with overlap: any of them may fault
   // any page first) plus the index pages and the pages in flight, plus room for the watermarks (allocations fail
-  // below min; the first pass wants low) and the per-CPU lists (each at most pcp->high: 4 batches of up to 63, or
-  // low_wmark / the node's CPUs).
+  // below min; the first pass wants low) and the per-CPU lists (each at most pcp->high: 4 batches of up to 63 or
+  // low_wmark / the node's CPUs under v6.2, 6 batches of up to 31 under 2.6.35), and the rules of the variant's
+  // kernel.
   MemoryConfig memory_config(const std::vector<int>& workers_on) const {
     const size_t nodes = workers_on.size();
     std::vector<uint64_t> need(nodes, 0);
@@ -198,6 +215,10 @@ class ShmemFault final : public Scenario {
     const uint64_t pcp_room = uint64_t(threads_) * 4 * 64 + 1024;
     MemoryConfig cfg;
     cfg.backing = backing_;
+    if (variant_ != ShmemVariant::modern) {  // the 2.6.35 page allocator (see the file comment)
+      cfg.batch_rule = BatchRule::v2_6_35;
+      cfg.check = CheckMode::prep_new_page;
+    }
     cfg.node_pages.assign(nodes, 0);
     for (size_t n = 0; n < nodes; ++n)
       if (need[n]) cfg.node_pages[n] = round_up(need[n] + pcp_room, MAX_ORDER_NR_PAGES);
@@ -339,7 +360,11 @@ ScenarioDef shmem_fault_scenario() {
           "pages_per_thread",
           1,
           {{"threads", int64_t(2)}, {"pages_per_thread", int64_t(1024)}},
-          "v6.2 rules (pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
+          "v2.6.35 for lock_twice, prealloc and ramfs: mm/shmem.c shmem_getpage / mm/filemap.c filemap_fault, "
+          "page allocator pcp batch 512 KiB-capped, high 6 x batch, order 0 only (BatchRule::v2_6_35), "
+          "check_new_page in prep_new_page outside zone->lock and free_pages_check at free "
+          "(CheckMode::prep_new_page); modern: v6.19 shmem_get_folio_gfp on the v6.2 page allocator rules "
+          "(pcp batch/high v6.2, check_pcp_refill inside zone->lock)"};
 }
 
 }  // namespace alloclab
