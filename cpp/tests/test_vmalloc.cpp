@@ -555,7 +555,10 @@ TEST(VmallocStress, BusyLockAcquisitionsPerAllocAreExactlyTwoAndOne) {
         EXPECT_EQ(lockstat_row(r, "free_vmap_area_lock")->acquisitions >= 6000, true);
         EXPECT_EQ(num(r, "pool_hits"), 0);
       } else {
-        EXPECT_GT(num(r, "pool_hit_ratio"), 0.5);  // thread stacks come back from the pools
+        // Thread stacks come back from the pools once a purge has filled them; how many depends on when the
+        // purges ran against the allocations, which these real threads decide (the Python test checks the share in
+        // virtual time, where it is one schedule).
+        EXPECT_GT(num(r, "pool_hits"), 0);
       }
     }
   }

