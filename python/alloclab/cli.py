@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from . import cluster
+from ._core import __version__
 
 __all__ = ["console", "main", "parse_assignments", "parse_value"]
 
@@ -131,7 +132,14 @@ def parse_assignments(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alloclab`` console script; returns the exit status (0 ok, 1 failure, 2 usage)."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    # k=v pairs may stand anywhere among the options (`run lock_zoo --clock virtual iterations=1000`): argparse ends a
+    # `nargs="*"` positional at the first option, so the pairs after it come back as extras and join the others.
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "params")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.params = [*args.params, *extra]
     if args.command is None:
         parser.print_help()
         return 2
@@ -309,13 +317,16 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from .config import quick as quick_env
 
     found, broken = studies.discover()
-    if args.list:
+    asked = args.list  # without a name: say what there is, never start every full study by accident
+    if args.name is None and not asked:
+        print("alloclab reproduce NAME [--quick]: NAME is a study below, one of its scenarios, or 'all'")
+    if args.name is None or asked:
         for study in found.values():
             seed = study.seed or "no seed patch"
             print(f"{study.name:16s} {study.title}  [{seed}; scenarios: {', '.join(study.scenarios)}]")
         for module, error in broken.items():
             print(f"{module}: BROKEN: {error}")
-        return 0
+        return 0 if asked else 2
     if args.name == "all":
         selected = list(found.values())
     else:
@@ -386,6 +397,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="alloclab", description="Lock contention in Linux-style memory allocators: runs, sweeps, studies."
     )
+    parser.add_argument("--version", action="version", version=f"alloclab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("topology", help="show the host topology or a model one")
@@ -427,7 +439,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("reproduce", help="run the seed studies; print ours beside the published figures")
-    p.add_argument("name", nargs="?", default="all", help="a study (or scenario) name, or 'all' (default)")
+    p.add_argument("name", nargs="?", help="a study (or scenario) name, or 'all'; none: list the studies")
     p.add_argument("--quick", action="store_true", help="small sizes (also: ALLOCLAB_QUICK=1)")
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
     p.add_argument("--list", action="store_true", help="list the studies and exit")

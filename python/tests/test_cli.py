@@ -195,3 +195,35 @@ def test_parse_assignments_splits_grid_and_fixed():
         parse_assignments(["a=1", "a=2"])
     with pytest.raises(ValueError, match="threads: expected an integer"):
         parse_assignments(["threads=1.5"], {"threads": "int"})
+
+
+def test_parameters_may_follow_options(capsys):
+    argv = ["run", "lock_zoo", "--clock", "virtual", "--machine", "host", "iterations=100", "--workers", "threads=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^acquisitions\s+200$", out, re.M), out
+
+
+def test_stray_arguments_are_named(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "lock_zoo", "--workers", "threads"])  # not k=v
+    assert exc.value.code == 2
+    assert "unrecognized arguments: threads" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["scenarios", "lock_zoo", "iterations=5"])  # scenarios takes no parameters
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"alloclab {al.__version__}"
+
+
+def test_reproduce_without_a_name_lists_the_studies_and_runs_none(capsys, monkeypatch):
+    from alloclab import studies
+
+    monkeypatch.setattr(studies, "reproduce", lambda *a, **k: pytest.fail("a study ran"))
+    assert main(["reproduce"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("alloclab reproduce NAME") and "lock_zoo" in out
