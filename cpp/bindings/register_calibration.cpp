@@ -28,6 +28,14 @@ void register_calibration(py::module_& m) {
         py::arg("sleep_us"), nogil);
   c.def("copy_bandwidth_gbs", &calibration::copy_bandwidth_gbs, py::arg("pus"), py::arg("bytes_per_thread"),
         py::arg("trials"), nogil);
+  c.def(
+      "page_op_ns",
+      [](const std::string& op, int pu, size_t bytes, int trials) {
+        const PageOp o = kPageOpNames.parse(op, "op");
+        py::gil_scoped_release nogil;
+        return calibration::page_op_ns(o, pu, bytes, trials);
+      },
+      py::arg("op"), py::arg("pu"), py::arg("bytes"), py::arg("trials"));
   c.def("core_ghz", &calibration::core_ghz, py::arg("pu"), py::arg("trials"), nogil);
   c.def("op_ns", &calibration::op_ns, py::arg("pu"), py::arg("trials"), py::arg("ops"), nogil);
 }

@@ -120,6 +120,19 @@ TEST(MachineProfile, OptionalDramLatencies) {
   EXPECT_TRUE(starts_with(error_of(one), "dram_ns.remote: not allowed: the topology has one NUMA node"));
 }
 
+TEST(MachineProfile, OptionalPageOpCosts) {
+  auto f = fields("package:1 numa:1 l3:1 core:4 pu:1", {"same_llc"});
+  EXPECT_THROW(MachineProfile(f).value("page_ns.copy"), std::invalid_argument);  // absent: bandwidth alone
+  number(f, "page_ns.copy", 1000);
+  number(f, "page_ns.clear", 700);
+  EXPECT_EQ(MachineProfile(f).value("page_ns.clear"), 700);
+  number(f, "page_ns.clear", 0);
+  EXPECT_TRUE(starts_with(error_of(f), "page_ns.clear: "));
+  auto odd = fields("package:1 numa:1 l3:1 core:4 pu:1", {"same_llc"});
+  number(odd, "page_ns.move", 10);
+  EXPECT_TRUE(starts_with(error_of(odd), "page_ns.move: "));
+}
+
 TEST(MachineProfile, EveryBadFieldIsNamed) {
   const auto good = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
   ASSERT_EQ(error_of(good), "");

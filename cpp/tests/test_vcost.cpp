@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "alloclab/base/scheduler.hpp"
@@ -205,6 +206,38 @@ TEST(VirtualCosts, ConcurrentBulkWorkOnOneNodeSharesItsBandwidth) {
             vt::vtime(std::llround(512.0 * 64 / 8 * 1000)) - vt::vtime(std::llround(512.0 * 64 / 12 * 1000)));
   EXPECT_EQ(two_nodes[0], one);
   EXPECT_EQ(two_nodes[1], one);
+}
+
+// A page op costs its bytes (2 x 4 KiB) at the core's bandwidth, but never less than the profile's page_ns: the
+// latency-bound op on a cold page. Concurrent ops on one node share its bandwidth, and without page_ns the
+// bandwidth alone is charged.
+TEST(VirtualCosts, APageOpCostsItsPageNsOrItsBandwidthWhicheverIsLonger) {
+  auto profile = [](std::optional<double> copy_ns, std::optional<double> clear_ns) {
+    ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+    test::profile_number(f, "bandwidth_gbs.node", 16);  // two cores at 12 GB/s would need 24
+    if (copy_ns) test::profile_number(f, "page_ns.copy", *copy_ns);
+    if (clear_ns) test::profile_number(f, "page_ns.clear", *clear_ns);
+    return std::make_shared<MachineProfile>(f);
+  };
+  const auto ops = [](VirtualRun& v, int cpus, PageOp op, uint64_t n) {
+    return v.run(cpus, [&](int) { vcost::pages(op, n, 0); });
+  };
+  const auto stream = [](uint64_t n) { return vt::vtime(std::llround(double(n) * 2 * 4096 / 12 * 1000)); };  // 12 GB/s
+  const vt::vtime stream_one = stream(1);                                          // 682.667 ns
+  const vt::vtime stream_shared = vt::vtime(std::llround(2.0 * 4096 / 8 * 1000));  // 1024 ns at 16 / 2 GB/s
+  // Each figure from a fresh run: a run's node bandwidth stays shared until its bulk work ends.
+  const auto alone = [&](std::optional<double> copy_ns, std::optional<double> clear_ns, PageOp op, uint64_t n) {
+    VirtualRun v(profile(copy_ns, clear_ns), 1);
+    return ops(v, 1, op, n)[0];
+  };
+  EXPECT_EQ(alone(900, 300, PageOp::copy, 4), 4 * 900 * kNs);  // copy slower than the stream
+  EXPECT_EQ(alone(900, 300, PageOp::clear, 4), stream(4));     // clear faster: the bandwidth sets the time
+  EXPECT_EQ(alone(std::nullopt, std::nullopt, PageOp::copy, 1), stream_one);
+  EXPECT_EQ(alone(std::nullopt, std::nullopt, PageOp::clear, 1), stream_one);
+  VirtualRun v(profile(900, 300), 2);  // two copiers at once: each gets half the node, 1024 ns > 900 ns a page
+  const std::vector<vt::vtime> both = ops(v, 2, PageOp::copy, 1);
+  EXPECT_EQ(both[0], 900 * kNs);  // the first found the node idle
+  EXPECT_EQ(both[1], stream_shared);
 }
 
 // CPU 0 faults page 0 in and spends 100 us clearing it while it holds the page locked; CPU 1 reads the same page

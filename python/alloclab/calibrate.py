@@ -70,6 +70,7 @@ def calibrate(
         "transfer_ns": _transfers(run, pairs),
         "wakeup_ns": _wakeup(run, *_wake_pair(pairs)),
         "bandwidth_gbs": _bandwidth(run, pu0),
+        "page_ns": _page_ns(run, pu0),
         "op_cycles": _op_cycles(run, pu0, ghz),
     }
     load_after, busy_after = os.getloadavg()[0], _other_runnable()
@@ -197,6 +198,21 @@ def _bandwidth(run: _Run, pu: int) -> dict[str, Any]:
             f"bandwidth_gbs.core: {core:.1f} GB/s",
         ),
     }
+
+
+def _page_ns(run: _Run, pu: int) -> dict[str, Any]:
+    trials = run.size("bandwidth_trials")
+    size = _buffer_bytes(_core.calibration.host_llc_bytes(), 1, run.quick)
+    out = {}
+    for op, what in (("copy", "memcpy of one page to another"), ("clear", "memset of one page to zero")):
+        ns = _core.calibration.page_op_ns(op, pu, size, trials)
+        how = (
+            f"{what} (copy_page / clear_page), the 4 KiB pages taken in a fixed random order from 2 x "
+            f"{size // _MIB} MiB first touched on PU {pu}, so each page is cold and no prefetcher runs into the "
+            f"next; median of {trials} passes over every page"
+        )
+        out[op] = run.entry(ns, how, f"page_ns.{op}: {ns:.0f} ns")
+    return out
 
 
 def _op_cycles(run: _Run, pu: int, ghz: float) -> dict[str, Any]:

@@ -33,6 +33,7 @@ def test_calibrate_quick_writes_a_profile_that_loads_back(tmp_path):
     assert {k.split(".")[1] for k in values if k.startswith("op_cycles.")} == OPS
     assert {k.split(".")[1] for k in values if k.startswith("transfer_ns.")} == set(m.classes)
     assert {"clock.ghz", "wakeup_ns.futex", "bandwidth_gbs.node", "bandwidth_gbs.core"} <= set(values)
+    assert {"page_ns.copy", "page_ns.clear"} <= set(values)
     for source in m.fields["source"]:
         assert source.startswith("calibrated on ") and " with alloclab calibrate on " in source
 
@@ -56,6 +57,15 @@ def test_calibration_refuses_bad_pus():
         _core.calibration.op_ns(n, 1, 10)
     with pytest.raises(ValueError, match="pu: a transfer needs two different PUs"):
         _core.calibration.transfer_ns(0, 0, 1, 1)
+    with pytest.raises(ValueError, match=rf"pu: {n} is not a host PU"):
+        _core.calibration.page_op_ns("copy", n, 1 << 20, 1)
+
+
+def test_page_ops_refuse_bad_input():
+    with pytest.raises(ValueError, match=r"op: invalid value 'move' \(allowed: one of 'copy', 'clear'\)"):
+        _core.calibration.page_op_ns("move", 0, 1 << 20, 1)
+    with pytest.raises(ValueError, match=r"bytes: 4096 bytes, 1 trials \(allowed: at least 8192 bytes and one trial\)"):
+        _core.calibration.page_op_ns("clear", 0, 4096, 1)
 
 
 def test_every_op_has_one_microbenchmark_and_one_description():

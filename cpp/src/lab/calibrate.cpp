@@ -3,6 +3,7 @@
 
 #include <hwloc.h>
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -277,6 +278,58 @@ double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, 
     std::free(dst);
   });
   return *std::max_element(gbs.begin(), gbs.end());
+}
+
+// ---- 4 KiB page copies and clears ---------------------------------------------------------------------------------
+
+double page_op_ns(PageOp op, int pu, size_t bytes, int trials) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (bytes < 2 * mm::PAGE_SIZE || trials < 1)
+    throw std::invalid_argument("bytes: " + std::to_string(bytes) + " bytes, " + std::to_string(trials) +
+                                " trials (allowed: at least 8192 bytes and one trial)");
+  const size_t pages = bytes / mm::PAGE_SIZE;
+  std::vector<double> ns;
+  on_pinned_threads({pu}, [&](size_t) {
+    // First touch after pinning: the pages come from the thread's own node, on huge pages where the host gives
+    // them, as the kernel's direct map (so the op meets its cache misses, not a TLB miss per page).
+    const size_t buffer = (pages * mm::PAGE_SIZE + kHugePage - 1) / kHugePage * kHugePage;
+    char* src = static_cast<char*>(std::aligned_alloc(kHugePage, buffer));
+    char* dst = static_cast<char*>(std::aligned_alloc(kHugePage, buffer));
+    if (!src || !dst) {
+      std::free(src);
+      std::free(dst);
+      throw std::bad_alloc();
+    }
+    madvise(src, buffer, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+    madvise(dst, buffer, MADV_HUGEPAGE);
+    std::memset(src, 1, pages * mm::PAGE_SIZE);
+    std::memset(dst, 0, pages * mm::PAGE_SIZE);
+    // Two independent random orders: no page follows its neighbour, so no prefetcher runs ahead into the next one.
+    Rng rng(0x70616765ull);  // fixed: the same orders on every run
+    std::vector<uint32_t> from(pages), to(pages);
+    std::iota(from.begin(), from.end(), 0u);
+    std::iota(to.begin(), to.end(), 0u);
+    for (size_t i = pages - 1; i > 0; --i) {
+      std::swap(from[i], from[rng.below(i + 1)]);
+      std::swap(to[i], to[rng.below(i + 1)]);
+    }
+    for (int t = 0; t <= trials; ++t) {  // trial 0 warms the TLB-independent parts (code, the order vectors)
+      const uint64_t t0 = clock_ticks();
+      for (size_t i = 0; i < pages; ++i) {
+        char* d = dst + size_t(to[i]) * mm::PAGE_SIZE;
+        if (op == PageOp::copy)
+          std::memcpy(d, src + size_t(from[i]) * mm::PAGE_SIZE, mm::PAGE_SIZE);
+        else
+          std::memset(d, 0, mm::PAGE_SIZE);
+        escape(d);
+      }
+      const uint64_t t1 = clock_ticks();
+      if (t > 0) ns.push_back(elapsed_ns(t0, t1) / double(pages));
+    }
+    std::free(src);
+    std::free(dst);
+  });
+  return median(ns);
 }
 
 // ---- core clock ---------------------------------------------------------------------------------------------------

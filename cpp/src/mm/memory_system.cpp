@@ -253,8 +253,8 @@ void MemorySystem::prep_new_page(Page* page, unsigned order, gfp_t gfp) {
   page->private_ = 0;
   set_page_refcounted(*page);
   if ((gfp & __GFP_ZERO) && config_.backing == Backing::real) {
-    vcost::bulk(2 * (PAGE_SIZE << order), page_to_nid(*page));  // each line read for ownership, then written
-    std::memset(page_address(page), 0, PAGE_SIZE << order);     // clear_highpage for each page
+    vcost::pages(PageOp::clear, uint64_t(1) << order, page_to_nid(*page));
+    std::memset(page_address(page), 0, PAGE_SIZE << order);  // clear_highpage for each page
   }
   if (order && (gfp & __GFP_COMP)) {
     // prep_compound_page: PG_head, tails point at the head; the order lives in the first tail (v6.2 keeps it in

@@ -43,6 +43,9 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
   wakeup_ps_ = ps(profile_->value("wakeup_ns.futex"));
   core_gbs_ = profile_->value("bandwidth_gbs.core");
   node_gbs_ = profile_->value("bandwidth_gbs.node");
+  for (const auto& [op, name] : kPageOpNames.names)
+    if (const auto it = profile_->values().find("page_ns." + std::string(name)); it != profile_->values().end())
+      page_ps_[size_t(op)] = ps(it->second);
   if (!(host_ghz > 0))
     throw std::invalid_argument("host_ghz: " + std::to_string(host_ghz) + " (allowed: > 0, the host's clock)");
   host_to_profile_ = host_ghz / ghz;
@@ -152,7 +155,11 @@ void CostModel::touch(const void* p, bool write) {
   vt::Simulator::current()->advance(cost);
 }
 
-void CostModel::bulk(uint64_t bytes, int node) {
+void CostModel::pages(PageOp op, uint64_t n, int node) {
+  stream(2 * n * kPageBytes, node, vt::vtime(n) * page_ps_[size_t(op)]);
+}
+
+void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least) {
   if (costs_ == Costs::measured) return;  // the copy or clear really ran, and is in the host time
   sync();
   vt::Simulator& sim = *vt::Simulator::current();
@@ -161,7 +168,7 @@ void CostModel::bulk(uint64_t bytes, int node) {
   std::erase_if(ends, [now](vt::vtime e) { return e <= now; });
   const double share = node_gbs_ / double(ends.size() + 1);
   const double gbs = std::min(core_gbs_, share);  // bytes per ns
-  const vt::vtime d = std::max<vt::vtime>(1, ps(double(bytes) / gbs));
+  const vt::vtime d = std::max<vt::vtime>({1, at_least, ps(double(bytes) / gbs)});
   ends.push_back(now + d);
   sim.advance(d);
 }

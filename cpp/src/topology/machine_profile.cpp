@@ -50,12 +50,15 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "core", "GB/s", true},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},
+    {"page_ns", "copy", "ns", false},
+    {"page_ns", "clear", "ns", false},
 #define ALLOCLAB_OP_FIELD(name) {"op_cycles", #name, "cycles", true},
     ALLOCLAB_OPS(ALLOCLAB_OP_FIELD)
 #undef ALLOCLAB_OP_FIELD
 };
 // clang-format on
-constexpr const char* kSections[] = {"clock", "transfer_ns", "wakeup_ns", "bandwidth_gbs", "dram_ns", "op_cycles"};
+constexpr const char* kSections[] = {"clock",   "transfer_ns", "wakeup_ns", "bandwidth_gbs",
+                                     "dram_ns", "page_ns",     "op_cycles"};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 
 std::string join(const std::vector<std::string>& v) {

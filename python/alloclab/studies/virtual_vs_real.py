@@ -51,7 +51,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     for scenario in _scenario_names():
         workers_param = _workers_param(scenario)
         counts = [w for w in WORKERS if fits_host(w)]
-        fixed = _sized_params(scenario, workers_param, max(counts), min_time_s, quick)
+        fixed = _sized_params(scenario, workers_param, min(counts), min_time_s, quick)
         result = measure(scenario, grid={workers_param: counts}, repeats=repeats, progress=progress, **fixed)
         parts.append(result)
         real = timed(result.runs)
@@ -89,7 +89,8 @@ def _workers_param(scenario: str) -> str:
 
 def _sized_params(scenario: str, workers_param: str, workers: int, min_time_s: float, quick: bool) -> dict[str, Any]:
     """The scenario's parameters (small ones when quick, else its defaults), its size grown by one real pilot run at
-    the most workers until that run lasts ``min_time_s``, returned without the worker count."""
+    the fewest workers until that run lasts ``min_time_s`` (more workers only take longer, so no timed run is too
+    short), returned without the worker count."""
     table = scenarios()
     small = {} if not quick else {
         r.parameter: r.small for r in table[table["scenario"] == scenario].itertuples() if r.small is not None
@@ -106,17 +107,21 @@ def _row(scenario: str, workers: int, params: dict[str, Any], runs: pd.DataFrame
     and none ran oversubscribed (a real median from a shared CPU is no reference); otherwise ``n.s.`` with the reason
     in ``why``, and ``within`` is None.
     """
-    flagged = pd.Series(False, index=runs.index)
-    for column in (*FLAG_COLUMNS, "oversubscribed"):
-        if column in runs.columns:
-            flagged |= runs[column].fillna(False).astype(bool)
+
+    def mask(column: str) -> pd.Series:
+        return runs[column].fillna(False).astype(bool) if column in runs.columns else pd.Series(False, index=runs.index)
+
+    oversubscribed = mask("oversubscribed")
+    flagged = oversubscribed.copy()
+    for column in FLAG_COLUMNS:
+        flagged |= mask(column)
     times = runs.loc[~flagged, "elapsed_s"].astype(float)
     median = float(times.median()) if len(times) else float("nan")
     iqr = float(times.quantile(0.75) - times.quantile(0.25)) if len(times) else float("nan")
     ratio = virtual_s / median if median > 0 else float("nan")
     why = []
-    if "oversubscribed" in runs.columns and runs["oversubscribed"].fillna(False).astype(bool).any():
-        why.append(f"{int(runs['oversubscribed'].fillna(False).astype(bool).sum())} real runs oversubscribed")
+    if oversubscribed.any():
+        why.append(f"{int(oversubscribed.sum())} real runs oversubscribed")
     if len(times) < MIN_REPEATS:
         why.append(f"{len(times)} clean real runs of {len(runs)}, need {MIN_REPEATS}")
     within = None if why else bool(abs(ratio - 1) <= TOLERANCE)

@@ -8,14 +8,17 @@
 //                   from just before FUTEX_WAKE to the wakee running again, median of the samples;
 //   bandwidth       STREAM-style copy (memcpy) on pinned threads over buffers much larger than the LLC, counting
 //                   bytes read plus bytes written (as likwid-bench/kerncraft "copy" does), best of the trials;
+//   page work       one thread copies (memcpy) or clears (memset) 4 KiB pages taken in random order from buffers
+//                   much larger than the LLC, as migration copies and fault-time clears meet cold pages: the time of
+//                   one page op, latency- rather than bandwidth-bound (no prefetcher runs into the next page);
 //   core clock      a chain of dependent 64-bit register adds (one cycle each on every x86-64 core);
 //   op costs        one microbenchmark per op of ALLOCLAB_OPS, pinned and cache-resident: a locked RMW, an L1
 //                   pointer chase, ListHead (vmalloc/list.hpp), RbNode lookups (vmalloc/rbtree.hpp), a bitmap word
 //                   scan, __init_single_page on struct page (mm/page.hpp) and back-to-back PAUSEs (cpu_pause()).
 //                   Median ns per operation over trials.
-// Leaves out: clock changes during a measurement (turbo, thermal limits), DRAM latency (dram_ns is optional and is
-// not measured), interference from other tenants of the host (the caller records the load average), prefetchers
-// (the pointer chase follows a random cycle).
+// Leaves out: clock changes during a measurement (turbo, thermal limits), DRAM latency of single lines (dram_ns is
+// optional and is not measured), interference from other tenants of the host (the caller records the load average),
+// prefetchers (the pointer chase follows a random cycle).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "alloclab/topology/cost_model.hpp"
 #include "alloclab/topology/machine_profile.hpp"
 
 namespace alloclab::calibration {
@@ -53,6 +57,12 @@ double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us);
 // Copy bandwidth (GB/s, 1e9 B/s, read + written bytes) of one thread per PU of `pus`. Each thread copies its own
 // `bytes_per_thread` buffer into another, from node-local memory (first touch after pinning). Best of `trials`.
 double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials);
+
+// ns per 4 KiB page op `op` (copy: memcpy, clear: memset to zero) on host PU `pu`, over buffers of `bytes` (source and
+// destination each) first touched on that PU, the pages taken in a fixed random order: the median over `trials` passes
+// over every page. Throws std::invalid_argument naming "bytes" for fewer than two pages or no trial, "pu" for a bad
+// index.
+double page_op_ns(PageOp op, int pu, size_t bytes, int trials);
 
 // Core clock (GHz) of host PU `pu` from a dependent add chain, median of `trials`. Returns 0 where no such chain is
 // available (not x86-64); the caller then uses /proc/cpuinfo.

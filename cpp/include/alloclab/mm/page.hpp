@@ -105,6 +105,7 @@ struct alignas(64) Page {
   uint32_t _pad;
 };
 static_assert(sizeof(Page) == 64, "struct page is one cache line");
+static_assert(PAGE_SIZE == kPageBytes, "the cost model's page ops work on mm's pages");
 
 inline constexpr uint64_t PAGE_MAPPING_ANON = 0x1, PAGE_MAPPING_MOVABLE = 0x2, PAGE_MAPPING_FLAGS = 0x3;
 

@@ -41,6 +41,12 @@ inline constexpr int kNrOps = int(std::size(kOpNames));  // Op o is named kOpNam
 enum class Costs : uint8_t { table, measured };
 inline constexpr EnumNames<Costs, 2> kCostsNames{{{{Costs::table, "table"}, {Costs::measured, "measured"}}}};
 
+// What a page op does to one 4 KiB page: copy_page (migration's folio_copy) or clear_page (__GFP_ZERO, a fault's
+// clear_highpage), the two operations of a profile's [page_ns] table.
+enum class PageOp : uint8_t { copy, clear };
+inline constexpr uint64_t kPageBytes = 4096;  // the page of a PageOp (mm's PAGE_SIZE; topology sits below mm)
+inline constexpr EnumNames<PageOp, 2> kPageOpNames{{{{PageOp::copy, "copy"}, {PageOp::clear, "clear"}}}};
+
 class CostModel {
  public:
   // `pu_of_cpu`: the profile PU each virtual CPU (the run's workers, by index) runs as; `host_ghz`: the host's
@@ -79,7 +85,11 @@ class CostModel {
   void forget(const void* p, uint64_t bytes);
   // Streaming `bytes` to or from node `node`'s memory (a sync point): at the core's bandwidth or the node's share
   // of it, whichever is lower, the node's bandwidth being shared by the bulk work running on it at that time.
-  void bulk(uint64_t bytes, int node);
+  void bulk(uint64_t bytes, int node) { stream(bytes, node, 0); }
+  // `op` on `n` 4 KiB pages of node `node` (a sync point): the bulk transfer of their bytes (read and written: 2 x
+  // 4 KiB a page), but never faster than one core does the op on cold pages, the profile's page_ns (latency-bound:
+  // no prefetcher runs from one page into the next). Without page_ns in the profile, the bulk transfer alone.
+  void pages(PageOp op, uint64_t n, int node);
   // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
   void restart_host_clock();
 
@@ -93,6 +103,7 @@ class CostModel {
   };
   LineState& line(const void* p);
   int self() const;
+  void stream(uint64_t bytes, int node, vt::vtime at_least);
 
   std::shared_ptr<const MachineProfile> profile_;
   Costs costs_;
@@ -101,6 +112,7 @@ class CostModel {
   std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
   vt::vtime wakeup_ps_ = 0;
   double core_gbs_ = 0, node_gbs_ = 0;
+  std::array<vt::vtime, 2> page_ps_{};             // per PageOp; 0 when the profile has no page_ns
   double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
   std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync
   std::vector<std::vector<vt::vtime>> bulk_ends_;  // per node: when the bulk work running on it ends
@@ -149,9 +161,11 @@ inline void bulk(uint64_t bytes, int node) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->bulk(bytes, node);
 }
-// A memcpy of `bytes` within node `node`'s memory, at the profile's copy cost: its bandwidth_gbs were calibrated
-// as memcpy counting bytes read plus bytes written (lab/calibrate.hpp), so a copy of `bytes` streams 2 x bytes.
-inline void copy(uint64_t bytes, int node) { bulk(2 * bytes, node); }
+// copy_page or clear_page on `n` 4 KiB pages of node `node` (CostModel::pages).
+inline void pages(PageOp op, uint64_t n, int node) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->pages(op, n, node);
+}
 inline void forget(const void* p, uint64_t bytes) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->forget(p, bytes);

@@ -111,7 +111,8 @@ class Machine {
 };
 
 // Memory bound to the host node of a model node (hwloc_alloc_membind); falls back to ordinary memory, and says so,
-// when the host refuses (containers often do). Zero-filled. Movable, not copyable.
+// when the host refuses (containers often do). Zero-filled, advised onto transparent huge pages (as the kernel's
+// direct map). Movable, not copyable.
 class NodeMemory {
  public:
   NodeMemory() = default;

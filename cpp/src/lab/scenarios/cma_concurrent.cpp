@@ -43,7 +43,7 @@
 // ratio_slowest_fastest, totals, and every lock count beside its formula.
 //
 // Migration copies each page for real by default (backing='real': 4 KiB of node memory per frame, prefaulted; in
-// virtual time the copy costs the profile's 4 KiB memcpy, vcost::copy); copy_ns is an experiment with
+// virtual time the copy costs the profile's copy_page, vcost::pages); copy_ns is an experiment with
 // backing='none' only: a busy-wait per copy instead of one.
 // The formula (per attempt on a range of B pageblocks with M pages migrated; see page_alloc_contig.hpp):
 //   alloc mutex (cma_mutex if global, else cma->alloc_mutex) = sum over workers of A = min(1 + E, P)

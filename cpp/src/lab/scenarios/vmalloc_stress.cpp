@@ -397,7 +397,8 @@ class VmallocStress final : public Scenario {
       if (!slot) continue;
       vm = std::exchange(slot, nullptr);
       ++ws.stack_cache_hits;
-      vcost::bulk(2 * THREAD_SIZE, ctx.slot.model_node);  // memset(s->addr, 0, THREAD_SIZE): stale pointers
+      // memset(s->addr, 0, THREAD_SIZE): stale pointers
+      vcost::pages(PageOp::clear, THREAD_SIZE / mm::PAGE_SIZE, ctx.slot.model_node);
       break;
     }
     if (!vm) {
@@ -449,7 +450,7 @@ class VmallocStress final : public Scenario {
       free_one(slot, c, vm->addr);
       return false;
     }
-    if (gfp & mm::__GFP_ZERO) vcost::bulk(2 * PAGE_SIZE * nr, nid);  // each line read for ownership, then written
+    if (gfp & mm::__GFP_ZERO) vcost::pages(PageOp::clear, nr, nid);
     spin_for_ticks(map_ticks_per_page_ * nr);
     return true;
   }
