@@ -13,7 +13,7 @@ VPY := $(VENV)/bin/python
 BUILD := build
 CPP_BUILD := $(BUILD)/cpp
 STAMPS := $(BUILD)/stamps
-SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev pkg-config clang-format
+SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev libck-dev pkg-config clang-format
 CPP_SOURCES := $(shell find cpp -name '*.cpp' -o -name '*.hpp') CMakeLists.txt
 PY_BUILD_DEPS := 'scikit-build-core>=0.10' 'pybind11>=2.12' 'cmake>=3.20' ninja
 CMAKE := $(abspath $(VENV))/bin/cmake
@@ -36,6 +36,7 @@ test-py: install
 
 bench: cpp
 	$(CPP_BUILD)/alloclab_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+	  --benchmark_enable_random_interleaving=true \
 	  --benchmark_out=$(BUILD)/bench.json --benchmark_out_format=json
 
 # Sanitizers: AddressSanitizer + UndefinedBehaviorSanitizer over the C++ tests and over the Python tests with the
