@@ -13,7 +13,7 @@ VPY := $(VENV)/bin/python
 BUILD := build
 CPP_BUILD := $(BUILD)/cpp
 STAMPS := $(BUILD)/stamps
-SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev libck-dev pkg-config clang-format
+SYS_PACKAGES := libhwloc-dev libgtest-dev libbenchmark-dev libboost-context-dev libck-dev pkg-config clang-format chromium
 CPP_SOURCES := $(shell find cpp -name '*.cpp' -o -name '*.hpp') CMakeLists.txt
 PY_BUILD_DEPS := 'scikit-build-core>=0.10' 'pybind11>=2.12' 'cmake>=3.20' ninja
 CMAKE := $(abspath $(VENV))/bin/cmake

@@ -7,6 +7,7 @@
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--timeout S] [--topology T] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
+    alloclab report [DIR]
     alloclab calibrate [--out FILE] [--quick] [--name NAME] [--description TEXT]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
@@ -369,7 +370,18 @@ def _reproduce(
     if not selected and not broken:
         print("no studies registered", file=sys.stderr)
         return 1
+    if failures < len(selected):
+        from . import report
+
+        print(f"report: {report.build(args.out)}")
     return 1 if failures else 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from . import report
+
+    print(f"wrote {report.build(args.dir)}")
+    return 0
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -446,6 +458,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
     _cluster_options(p)
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="rebuild DIR/index.html: every study's newest run on one offline page")
+    p.add_argument("dir", nargs="?", default="results", metavar="DIR", help="results root (default: results)")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("calibrate", help="measure this machine and write its machine profile (TOML)")
     p.add_argument("--out", metavar="FILE", help="write the profile to FILE (default: print it)")
