@@ -8,9 +8,8 @@ namespace alloclab {
 
 void virtual_spin_until(const std::function<bool()>& pred, std::string_view label) {
   CostModel& m = *current_costs();
-  m.sync();
+  const CostModel::SyncPoint sp(m);  // the host time it spent waiting is not its work
   if (!vt::Simulator::current()->wait_until(pred, m.spin_step(), label)) throw vt::Stopped();
-  m.restart_host_clock();
 }
 
 }  // namespace alloclab

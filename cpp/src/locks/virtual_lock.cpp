@@ -36,7 +36,7 @@ void Lock::vlock(LockToken& t) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
-  m.sync();
+  const CostModel::SyncPoint sp(m);
   if (v.holder < 0) {
     take(v, self, m);
     if (stat_) stat_acquired(t, 0, 0);
@@ -65,7 +65,7 @@ bool Lock::vtrylock(LockToken& t) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
-  m.sync();
+  const CostModel::SyncPoint sp(m);
   if (v.holder >= 0) {
     // A failed try reads the word (the trylock kinds read before they write): the line comes to this CPU.
     m.pay(m.op(Op::line_access) + (v.last >= 0 ? m.transfer(v.last, self) : 0));
@@ -80,7 +80,7 @@ void Lock::vunlock(LockToken& t) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
-  m.sync();
+  const CostModel::SyncPoint sp(m);
   if (v.holder != self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " releases " + v.queue.label() +
                            ", held by cpu " + std::to_string(v.holder));

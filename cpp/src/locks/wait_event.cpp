@@ -11,7 +11,7 @@ namespace alloclab {
 bool WaitEvent::wait(const std::function<bool()>& ready, const std::function<bool()>& stopped) {
   if (vt::current_cpu() >= 0) {
     CostModel& m = *current_costs();
-    m.sync();
+    const CostModel::SyncPoint sp(m);
     while (!ready()) {
       if (!queue_.wait()) return false;
       m.restart_host_clock();
@@ -29,7 +29,7 @@ bool WaitEvent::wait(const std::function<bool()>& ready, const std::function<boo
 void WaitEvent::announce(const std::function<void()>& change) {
   if (vt::current_cpu() >= 0) {
     CostModel& m = *current_costs();
-    m.sync();
+    const CostModel::SyncPoint sp(m);
     change();
     queue_.wake_all(m.now() + m.wakeup());
     return;

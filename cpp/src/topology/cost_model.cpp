@@ -62,8 +62,10 @@ int CostModel::self() const {
   return c;
 }
 
-void CostModel::restart_host_clock() {
-  if (costs_ == Costs::measured) host_mark_[size_t(self())] = host_ticks();
+void CostModel::restart_host_clock() { restart(self()); }
+
+void CostModel::restart(int cpu) noexcept {
+  if (costs_ == Costs::measured) host_mark_[size_t(cpu)] = host_ticks();
 }
 
 void CostModel::sync() {
@@ -112,6 +114,7 @@ CostModel::LineState& CostModel::line(const void* p) {
 }
 
 void CostModel::forget(const void* p, uint64_t bytes) {
+  const SyncPoint sp(*this);
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
   for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p) + bytes; a += 64) {
     LineState& l = line(reinterpret_cast<const void*>(a));
@@ -120,7 +123,7 @@ void CostModel::forget(const void* p, uint64_t bytes) {
 }
 
 void CostModel::touch(const void* p, bool write) {
-  sync();
+  const SyncPoint sp(*this);
   const int c = self();
   LineState& l = line(p);
   const auto holds = [&](int cpu) {
@@ -161,7 +164,7 @@ void CostModel::pages(PageOp op, uint64_t n, int node) {
 
 void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least) {
   if (costs_ == Costs::measured) return;  // the copy or clear really ran, and is in the host time
-  sync();
+  const SyncPoint sp(*this);
   vt::Simulator& sim = *vt::Simulator::current();
   const vt::vtime now = sim.now();
   std::vector<vt::vtime>& ends = bulk_ends_.at(size_t(node));

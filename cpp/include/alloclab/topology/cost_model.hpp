@@ -93,6 +93,22 @@ class CostModel {
   // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
   void restart_host_clock();
 
+  // A sync point that lasts a scope: on entry it charges the model work before it (sync()); on leaving, the
+  // measured-costs mark restarts, so that the simulator's own work in the scope (coherence look-ups, a virtual
+  // lock's queue and lock_stat, a hand-off) is never charged as model work. Every entry point that does such work
+  // holds one. Construct on a virtual CPU only.
+  class SyncPoint {
+   public:
+    explicit SyncPoint(CostModel& m) : m_(m), cpu_(m.self()) { m_.sync(); }
+    ~SyncPoint() { m_.restart(cpu_); }
+    SyncPoint(const SyncPoint&) = delete;
+    SyncPoint& operator=(const SyncPoint&) = delete;
+
+   private:
+    CostModel& m_;
+    int cpu_;
+  };
+
  private:
   struct LineState {
     uint64_t key = 0;           // line address >> 6, plus one (0: empty slot)
@@ -103,6 +119,7 @@ class CostModel {
   };
   LineState& line(const void* p);
   int self() const;
+  void restart(int cpu) noexcept;
   void stream(uint64_t bytes, int node, vt::vtime at_least);
 
   std::shared_ptr<const MachineProfile> profile_;
