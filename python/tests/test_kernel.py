@@ -7,8 +7,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 import pytest
+
+matplotlib.use("Agg")
 
 import alloclab as al
 from alloclab import kernel
@@ -172,3 +175,21 @@ def test_snapshot_clears_runs_and_reads(tmp_path):
     assert pd.read_csv(out / "lockstat.csv")["contentions"].tolist() == [1412, 84, 100, 11488, 0]
     with pytest.raises(ValueError, match=r"out: .* is not empty; a snapshot goes to a new or empty directory"):
         kernel.lockstat_around(["true"], out, proc_path=proc, enable_path=enable)
+
+
+def test_plot_lockstat_compare(model, tmp_path):
+    k = kernel.read_lockstat(PROC)
+    ax_n, ax_t = al.plot.lockstat_compare(model, k, top=4)
+    names = [t.get_text() for t in ax_n.get_yticklabels()]
+    # the model's class first, then the kernel's most contended
+    assert names == ["lock_zoo (model only)", "rq->__lock/1 (kernel only)", "zone->lock (kernel only)",
+                     "mm->mmap_lock-R (kernel only)"]  # fmt: skip
+    assert ax_n.get_xlabel() == "contentions (count)"
+    assert ax_t.get_xlabel() == "total wait time (ms)"  # the largest bar: the rwsem's 325.63 ms of read waits
+    model_bars, kernel_bars = ax_n.patches[:4], ax_n.patches[4:]
+    assert [b.get_width() for b in kernel_bars] == [0.0, 11488.0, 1412.0, 100.0]
+    assert model_bars[0].get_width() == float(model.lockstat["contentions"].sum())
+    assert [t.get_text() for t in ax_n.get_legend().get_texts()] == ["model", "kernel"]
+    assert al.plot.savefig(ax_n, tmp_path / "cmp.png").stat().st_size > 0
+    with pytest.raises(ValueError, match=r"top: expected an integer >= 1, got 0"):
+        al.plot.lockstat_compare(model, k, top=0)
