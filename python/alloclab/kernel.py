@@ -238,14 +238,14 @@ def read_perf_lock(path_or_text: str | os.PathLike) -> pd.DataFrame:
         acquisitions, hold times, hand-offs) NA. perf's debug footer (``=== output for debug ===``) is skipped.
 
     Raises:
-        ValueError: no ``contended`` header line, a per-task or per-cgroup aggregation, or a line that does not
-            fit the header (the message names ``path_or_text`` and the line).
+        ValueError: no header line, a per-task or per-cgroup aggregation, or a line that does not fit the
+            header (the message names ``path_or_text`` and the line).
         FileNotFoundError: the path does not exist.
     """
     lines = _text(path_or_text).splitlines()
-    at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["contended"]), None)
+    at = next((i for i, line in enumerate(lines) if line.strip().startswith(tuple(_PERF_KEYS))), None)
     if at is None:
-        raise ValueError("path_or_text: no 'contended ...' header line of perf lock contention found")
+        raise ValueError("path_or_text: no header line of perf lock contention ('contended   total wait ...') found")
     header = lines[at]
     keys = [k for k in _PERF_KEYS if k in header]
     keys.sort(key=header.index)

@@ -103,8 +103,14 @@ def test_read_perf_lock_bpf_and_by_address():
     assert lock["class"].tolist() == ["zone->lock", "cma_mutex"] and lock["kind"].tolist() == ["spinlock", "mutex"]
     with pytest.raises(ValueError, match=r"aggregated by 'pid comm'"):
         kernel.read_perf_lock(" contended   total wait         pid   comm\n\n        3      1.00 us        12   a\n")
-    with pytest.raises(ValueError, match=r"no 'contended \.\.\.' header"):
+    with pytest.raises(ValueError, match=r"no header line of perf lock contention"):
         kernel.read_perf_lock(PROC)
+    # -F picks and orders the columns
+    picked = kernel.read_perf_lock(
+        "    avg wait  contended         type   caller\n\n     4.59 us         42     spinlock   f+0x1\n"
+    )
+    assert (picked["waittime_avg_ns"].tolist(), picked["contentions"].tolist()) == ([4590.0], [42])
+    assert picked["waittime_total_ns"].isna().all()
     with pytest.raises(ValueError, match=r"line 3: expected a time under 'total wait'"):
         kernel.read_perf_lock(" contended   total wait         type   caller\n\n        3      soon   spinlock   f\n")
 
