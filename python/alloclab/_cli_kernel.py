@@ -20,7 +20,12 @@ __all__ = ["add_commands"]
 
 
 def add_commands(sub: Any) -> None:
-    """Add the ``kernel`` and ``compare`` commands to the subparsers ``sub`` of the ``alloclab`` parser."""
+    """Add the ``kernel`` and ``compare`` commands to the ``alloclab`` parser.
+
+    Args:
+        sub: the parser's subparsers (what ``ArgumentParser.add_subparsers`` returned); each command sets ``func``
+            to the function that runs it and returns the exit status.
+    """
     p = sub.add_parser(
         "kernel",
         help="real kernel lock statistics beside the model's",
