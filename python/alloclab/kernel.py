@@ -47,8 +47,21 @@ __all__ = [
     "read_perf_lock",
 ]
 
+
+def _string_dtype() -> str:
+    """The dtype pandas gives a column of strings: ``str`` when it infers strings (pandas 3), else ``object``. Read
+    from the option, not from a Series: building one at import time loads pandas' string arrays, after which an
+    uncaught Ctrl-C ends the interpreter by SIGINT instead of with status 1 (test_measurement's Ctrl-C tests)."""
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return "str"  # the default since pandas 3 (whose option to turn it off is deprecated)
+    try:
+        return "str" if pd.get_option("future.infer_string") else "object"
+    except KeyError:  # pandas < 2.1 has no such option and infers object
+        return "object"
+
+
 #: The dtype pandas gives a column of strings (``str`` from pandas 3, ``object`` before).
-_STR = str(pd.Series(["x"]).dtype)
+_STR = _string_dtype()
 
 #: The columns of :attr:`alloclab.RunResult.lockstat` and their dtypes, in order (times in ns). A table read from
 #: the kernel has exactly these columns; an integer column the source does not give is NA, in pandas' nullable
