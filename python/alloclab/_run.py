@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import _core
+from .kernel import format_perf_lock
 from .machines import Machine
 from .machines import machine as load_machine
 from .topology import Topology
@@ -50,9 +51,22 @@ class RunResult:
     stop_reason: str = ""
     _lockstat_text: str = field(default="", repr=False)
 
-    def lockstat_text(self) -> str:
-        """The lock statistics in ``/proc/lock_stat``'s text format (times in microseconds, as the kernel)."""
-        return self._lockstat_text
+    def lockstat_text(self, format: str = "lock_stat") -> str:
+        """The lock statistics as text in a kernel tool's format.
+
+        Args:
+            format: ``"lock_stat"``: ``/proc/lock_stat``'s (times in microseconds, as the kernel prints them;
+                :func:`alloclab.kernel.read_lockstat` reads it back); ``"perf-lock"``: the default output of
+                ``perf lock contention`` (:func:`alloclab.kernel.format_perf_lock`: the lock class where perf names
+                the caller, its kind where perf names the lock type).
+
+        Raises:
+            ValueError: an unknown ``format``.
+        """
+        formatters = {"lock_stat": lambda: self._lockstat_text, "perf-lock": lambda: format_perf_lock(self.lockstat)}
+        if format not in formatters:
+            raise ValueError(f"format: expected one of {', '.join(map(repr, formatters))}, got {format!r}")
+        return formatters[format]()
 
     def __repr__(self) -> str:
         head = f"RunResult({self.scenario!r}, {len(self.workers)} workers"

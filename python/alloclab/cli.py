@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import cluster
+from . import _cli_kernel, cluster
 from ._core import __version__
 
 __all__ = ["console", "main", "parse_assignments", "parse_value"]
@@ -469,6 +469,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="host", help="the profile's name (default: host)")
     p.add_argument("--description", metavar="TEXT", help='what the machine is, e.g. "2-vCPU VM, ..."')
     p.set_defaults(func=_cmd_calibrate)
+
+    _cli_kernel.add_commands(sub)  # alloclab kernel lockstat, alloclab compare
     return parser
 
 

@@ -4,7 +4,8 @@ and never calls ``show()``; save with ``ax.figure.savefig(path)`` or :func:`save
 * :func:`scaling` — a metric against a scaling axis with the ideal linear reference (will-it-scale style);
 * :func:`workers` — per-worker completion bars (the CMA patch's 7/14/21 s vs 7/8/7 s picture);
 * :func:`heatmap` — a metric over two axes (threads x multiplier);
-* :func:`lockstat` — lock_stat wait time beside hold time, per lock class.
+* :func:`lockstat` — lock_stat wait time beside hold time, per lock class;
+* :func:`lockstat_compare` — the model's lock_stat beside a real kernel's (contentions, wait time).
 
 Only rows with ``status == "ok"`` are drawn when a ``status`` column exists; repeated runs are reduced to their
 median, with the interquartile range as error bars.
@@ -23,7 +24,7 @@ import pandas as pd
 from ._run import RunResult
 from .sweep import SweepResult
 
-__all__ = ["heatmap", "lockstat", "savefig", "scaling", "workers"]
+__all__ = ["heatmap", "lockstat", "lockstat_compare", "savefig", "scaling", "workers"]
 
 _OVERSUB_LABEL = "oversubscribed (workers > host PUs)"
 
@@ -283,6 +284,73 @@ def lockstat(
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize="small")
     return ax
+
+
+def lockstat_compare(
+    model: pd.DataFrame | RunResult,
+    kernel: pd.DataFrame,
+    *,
+    classes: Sequence[str] | None = None,
+    top: int = 10,
+    labels: tuple[str, str] = ("model", "kernel"),
+    axes: Sequence[Any] | None = None,
+    title: str | None = None,
+) -> tuple[Any, Any]:
+    """The model's lock_stat beside a real kernel's: contentions and total wait time per lock class, one bar each.
+
+    Args:
+        model: a :class:`~alloclab.RunResult` or its ``lockstat`` table.
+        kernel: a table read by :func:`alloclab.kernel.read_lockstat` or :func:`alloclab.kernel.read_perf_lock`
+            (the same columns; a class is matched by its name: the model's ``zone->lock`` is lock_stat's
+            ``&zone->lock``, whose ``&`` the reader drops; a ``-W``/``-R`` row stays a class of its own).
+        classes: the classes to draw, in this order (default: the model's classes, then the kernel's most
+            contended ones, ``top`` in all).
+        top: how many classes to draw when ``classes`` is None.
+        labels: the legend's names of the two sides.
+        axes: two Axes to draw contentions and wait time on (None: a new figure with both side by side).
+        title: the figure's title (default: ``"lock_stat: model vs kernel"``).
+
+    Returns:
+        The two Axes (contentions, total wait time). A class one side does not have is drawn at 0 there and
+        marked ``(model only)``/``(kernel only)``; wait times are in the unit (ns, µs, ms, s) that suits the
+        largest bar, named on the axis.
+
+    Raises:
+        ValueError: a table lacks ``class``, ``contentions`` or ``waittime_total_ns``, or ``top`` < 1.
+    """
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top: expected an integer >= 1, got {top!r}")
+    cols = ["class", "contentions", "waittime_total_ns"]
+    sides = [_ok(model.lockstat if isinstance(model, RunResult) else model, cols), _ok(kernel, cols)]
+    sums = [side.groupby("class", sort=False)[cols[1:]].sum(min_count=1) for side in sides]
+    if classes is None:
+        by_contention = sums[1]["contentions"].astype(float).sort_values(ascending=False, kind="stable")
+        classes = list(dict.fromkeys([*sums[0].index, *by_contention.index]))[:top]
+    classes = list(classes)
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, max(2.6, 0.5 * len(classes) + 1.4)), layout="constrained")
+        fig.suptitle(title if title is not None else "lock_stat: model vs kernel")
+    ax_n, ax_t = axes
+    wait = [s["waittime_total_ns"].reindex(classes).astype(float).fillna(0.0).to_numpy() for s in sums]
+    scale, unit = _time_unit(float(max((w.max() for w in wait if len(w)), default=0.0)))
+    pos = np.arange(len(classes), dtype=float)
+    names = []
+    for c in classes:
+        only = [labels[i] for i in (0, 1) if c in sums[i].index]
+        names.append(c if len(only) == 2 else f"{c} ({only[0] if only else 'neither'} only)")
+    for i, (label, color) in enumerate(zip(labels, ("tab:blue", "tab:orange"), strict=True)):
+        count = sums[i]["contentions"].reindex(classes).astype(float).fillna(0.0).to_numpy()
+        ax_n.barh(pos + (i - 0.5) * 0.4, count, 0.4, label=label, color=color)
+        ax_t.barh(pos + (i - 0.5) * 0.4, wait[i] / scale, 0.4, label=label, color=color)
+    for ax, xlabel in ((ax_n, "contentions (count)"), (ax_t, f"total wait time ({unit})")):
+        ax.set_yticks(pos, names if ax is ax_n else [""] * len(names))
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.grid(True, axis="x", alpha=0.3)
+    ax_n.legend(fontsize="small")
+    return ax_n, ax_t
 
 
 def savefig(ax: Any, path: str | os.PathLike, *, dpi: int = 120) -> Path:
