@@ -5,7 +5,7 @@
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
-    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--timeout S] [--topology T] ...
+    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--keep-going] [--timeout S] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
     alloclab calibrate [--out FILE] [--quick] [--name NAME] [--description TEXT]
 
@@ -15,6 +15,8 @@ In ``sweep``, a comma makes an axis of the grid (``threads=1,2,4``); a single va
 ``sweep --out DIR`` saves the finished rows after every run; after Ctrl-C (exit status 130) or a crash, the same
 command with ``--resume`` runs only the runs DIR does not hold with status ok. ``--out`` never replaces an earlier
 result without ``--force``, and one directory has one writer at a time (a second one is refused, exit status 1).
+A sweep checks every value with the engine before its first run, and exits 1 when a run failed unless
+``--keep-going`` accepts error rows.
 """
 
 from __future__ import annotations
@@ -309,6 +311,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{row['status']}: {where}: {row['error']}")
     if args.out:
         print(f"saved to {args.out}")
+    failed = int((runs["status"] == "error").sum())  # a "stopped" row ran until the --timeout it was given
+    if failed and not args.keep_going:
+        print(
+            f"alloclab sweep: {failed} of {len(runs)} runs failed (above); --keep-going accepts error rows",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if len(ok) else 1
 
 
@@ -433,6 +442,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
+    p.add_argument(
+        "--keep-going", action="store_true", help="exit 0 even when runs failed (their error rows are kept and shown)"
+    )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     _run_options(p)
     _cluster_options(p)

@@ -115,20 +115,38 @@ def test_a_double_ctrl_c_exits_130(tmp_path, gap_s):
     assert "Traceback" not in err
 
 
-def test_sweep_saves_a_grid(tmp_path):
-    out = alloclab("sweep", "lock_zoo", "threads=1,2", "lock=spin,mcs,nope", "iterations=200", "--repeats", "2",
-                   "--out", str(tmp_path / "sweep"), "--detail", "--no-progress")  # fmt: skip
+def test_sweep_saves_a_grid_and_fails_when_a_run_failed_unless_keep_going(tmp_path):
+    # two workers do not fit a placement of one PU: only the run finds that, and its rows are error rows
+    args = ["sweep", "lock_zoo", "threads=1,2", "lock=spin,mcs,ticket", "iterations=200", "--repeats", "2",
+            "--placement", "0", "--detail", "--no-progress"]  # fmt: skip
+    failed = alloclab(*args, "--out", str(tmp_path / "failed"))
+    assert failed.returncode == 1, failed.stderr
+    assert "error: threads=2 lock=spin: ValueError: placement: the list has 1 PUs for 2 workers" in failed.stdout
+    assert "alloclab sweep: 6 of 12 runs failed (above); --keep-going accepts error rows" in failed.stderr
+    assert len(al.results.load(tmp_path / "failed").data) == 12  # saved all the same
+    out = alloclab(*args, "--out", str(tmp_path / "sweep"), "--keep-going")
     assert out.returncode == 0, out.stderr
     assert "12 runs" in out.stdout
-    assert "error: threads=1 lock=nope" in out.stdout
+    assert "error: threads=2 lock=ticket" in out.stdout
     data, meta = al.results.load(tmp_path / "sweep")
     assert len(data) == 12
     assert data["repeat"].tolist() == [0] * 6 + [1] * 6
-    assert (data["status"] == "error").sum() == 4
-    assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "nope"]}
+    assert (data["status"] == "error").sum() == 6
+    assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "ticket"]}
     assert meta["fixed"] == {"iterations": 200}
     assert "sweep" in meta["command_line"]
     assert (tmp_path / "sweep" / "workers.parquet").exists() or (tmp_path / "sweep" / "workers.csv").exists()
+
+
+def test_a_sweep_with_a_typo_fails_before_its_first_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("alloclab.cluster.run", lambda *a, **k: pytest.fail("a run started"))
+    out = tmp_path / "sweep"
+    assert main(["sweep", "lock_zoo", "lock=mcs,tiket", "threads=1,2", "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "lock: invalid value 'tiket' (allowed: one of 'mutex'" in err and err.rstrip().endswith("'ticket'?")
+    assert not out.exists()  # refused before the directory was made
+    assert main(["sweep", "lock_zoo", "lock=spin", "--lock", "lock_zoo=ticket", "--no-progress"]) == 1
+    assert "lock: 'spin' conflicts with locks['lock_zoo']='ticket'" in capsys.readouterr().err
 
 
 def test_reproduce_list_names_lock_zoo(capsys):
