@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "alloclab/base/suggest.hpp"
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_class.hpp"
@@ -102,15 +103,33 @@ py::dict workers_columns(const std::vector<WorkerRow>& rows) {
   return d;
 }
 
-py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
-                const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
-                std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
+// Scenario parameters as the engine's values, by name.
+std::map<std::string, Value> to_given(const py::dict& params) {
   std::map<std::string, Value> given;
   for (const auto& [k, v] : params) {
     const std::string name = py::str(k);
     given[name] = to_value(name, v);
   }
+  return given;
+}
+
+// Lock class -> kind name overrides as a LockConfig (which checks the class and kind names).
+LockConfig to_locks(const py::dict& locks) {
+  LockConfig config;
+  for (const auto& [k, v] : locks) {
+    if (!py::isinstance<py::str>(v))
+      throw std::invalid_argument("locks['" + py::str(k).cast<std::string>() + "']: expected a lock kind name, got " +
+                                  py::repr(v).cast<std::string>());
+    config.set(py::str(k).cast<std::string>(), v.cast<std::string>());
+  }
+  return config;
+}
+
+// run()'s options from the arguments that alloclab._core.run and check_run share.
+RunOptions to_options(std::shared_ptr<const Topology> topology, const py::object& placement, bool lockstat,
+                      const py::dict& locks, bool strict, int64_t seed, double timeout_s, double min_time_s, bool grow,
+                      bool exclusive, const std::string& clock, std::shared_ptr<const MachineProfile> machine,
+                      const py::object& costs) {
   RunOptions opt;
   opt.model = std::move(topology);
   if (py::isinstance<py::str>(placement)) {
@@ -125,12 +144,7 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
     }
   }
   opt.lockstat = lockstat;
-  for (const auto& [k, v] : locks) {
-    if (!py::isinstance<py::str>(v))
-      throw std::invalid_argument("locks['" + py::str(k).cast<std::string>() + "']: expected a lock kind name, got " +
-                                  py::repr(v).cast<std::string>());
-    opt.locks.set(py::str(k).cast<std::string>(), v.cast<std::string>());
-  }
+  opt.locks = to_locks(locks);
   opt.strict = strict;
   if (seed < 0) throw std::invalid_argument("seed: " + std::to_string(seed) + " is negative (allowed: >= 0)");
   opt.seed = uint64_t(seed);
@@ -145,6 +159,27 @@ py::dict run_py(const std::string& scenario, const py::dict& params, std::shared
       throw std::invalid_argument("costs: expected 'table' or 'measured', got " + py::repr(costs).cast<std::string>());
     opt.costs = kCostsNames.parse(costs.cast<std::string>(), "costs");
   }
+  return opt;
+}
+
+// What run_py would check before building anything (check_run), without running; the resolved parameters.
+py::list check_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
+                  const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
+                  double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
+                  std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
+  const Params resolved = check_run(scenario, to_given(params),
+                                    to_options(std::move(topology), placement, lockstat, locks, strict, seed, timeout_s,
+                                               min_time_s, grow, exclusive, clock, std::move(machine), costs));
+  return named(NamedValues(resolved.values().begin(), resolved.values().end()));
+}
+
+py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
+                const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
+                double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
+                std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
+  const std::map<std::string, Value> given = to_given(params);
+  RunOptions opt = to_options(std::move(topology), placement, lockstat, locks, strict, seed, timeout_s, min_time_s,
+                              grow, exclusive, clock, std::move(machine), costs);
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
   // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined. At interpreter exit the
@@ -227,6 +262,16 @@ py::list scenarios_py() {
   return out;
 }
 
+// alloclab._core.run and check_run take the same arguments, declared here once.
+template <class F>
+void def_run_arguments(py::module_& m, const char* name, F f, const char* doc) {
+  m.def(name, f, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
+        py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
+        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
+        py::arg("grow") = false, py::arg("exclusive") = true, py::arg("clock") = "real", py::arg("machine") = nullptr,
+        py::arg("costs") = py::none(), doc);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -253,11 +298,11 @@ PYBIND11_MODULE(_core, m) {
       .def("tree", &Topology::tree)
       .def("__repr__", &Topology::tree);
 
-  m.def("run", &run_py, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
-        py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
-        py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
-        py::arg("grow") = false, py::arg("exclusive") = true, py::arg("clock") = "real", py::arg("machine") = nullptr,
-        py::arg("costs") = py::none());
+  def_run_arguments(m, "run", &run_py, "Runs a scenario once (alloclab.run).");
+  def_run_arguments(m, "check_run", &check_py,
+                    "What run checks before it builds anything (scenario, parameters, options, lock overrides and "
+                    "their conflicts with parameters), without running; the resolved parameters as (name, value) "
+                    "pairs.");
   register_machine_profile(m);
   register_calibration(m);
   m.def("stop_all_runs", &stop_all_runs, py::arg("reason"), py::arg("abandon") = false,
@@ -271,6 +316,14 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "close_gil_gate", [] { gil_gate().close(); }, py::call_guard<py::gil_scoped_release>(),
       "From here on no run's thread takes the GIL again (interpreter exit; see _lifecycle).");
+  m.def(
+      "did_you_mean",
+      [](const std::string& name, const std::vector<std::string>& candidates) {
+        return did_you_mean(name, candidates);
+      },
+      py::arg("name"), py::arg("candidates"),
+      "The tail of an error message naming the candidates closest to a mistyped name (\"; did you mean 'x'?\"), or "
+      "\"\".");
   m.def("scenarios", &scenarios_py);
   m.def("lock_kinds", [] {
     py::list l;

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "alloclab/base/histogram.hpp"
+#include "alloclab/base/suggest.hpp"
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "support.hpp"
@@ -93,7 +95,8 @@ TEST(Params, ValidationNamesParameterValueAndRange) {
   EXPECT_EQ(error_of([&] {
               Params::resolve(specs, {{"thread", int64_t(1)}}, "demo");
             }),
-            "thread: unknown parameter of scenario 'demo' (parameters: threads, fill, check, real)");
+            "thread: unknown parameter of scenario 'demo' (parameters: threads, fill, check, real); did you mean "
+            "'threads'?");
 }
 
 TEST(Histogram, PercentilesWithinBucketPrecision) {
@@ -463,7 +466,60 @@ TEST(Runner, FormatBytes) {
 }
 
 TEST(Runner, UnknownScenarioIsAnError) {
-  EXPECT_EQ(error_of([] { run("lock_zo", {}, RunOptions()); }).rfind("scenario: unknown scenario 'lock_zo'", 0), 0u);
+  const std::string e = error_of([] { run("lock_zo", {}, RunOptions()); });
+  EXPECT_EQ(e.rfind("scenario: unknown scenario 'lock_zo'", 0), 0u);
+  EXPECT_TRUE(e.ends_with("); did you mean 'lock_zoo'?")) << e;
+}
+
+TEST(Suggest, ClosestNamesWithinAThirdOfTheLength) {
+  const std::vector<std::string> kinds = {"spin", "ticket", "mcs", "qspinlock", "mutex"};
+  EXPECT_EQ(closest_names("tiket", kinds), std::vector<std::string>{"ticket"});        // one deletion
+  EXPECT_EQ(closest_names("tikcet", kinds), std::vector<std::string>{"ticket"});       // one swap
+  EXPECT_EQ(closest_names("MCS", kinds), std::vector<std::string>{"mcs"});             // case ignored
+  EXPECT_EQ(closest_names("ticket", kinds), std::vector<std::string>{});               // exact: nothing to suggest
+  EXPECT_EQ(closest_names("rcu", kinds), std::vector<std::string>{});                  // nothing close
+  EXPECT_EQ(closest_names("qspinlok", kinds), std::vector<std::string>{"qspinlock"});  // not "spin": 4 edits
+  EXPECT_EQ(closest_names("ab", {"ac", "xyz", "ad", "ae", "af"}), (std::vector<std::string>{"ac", "ad", "ae"}));
+  EXPECT_EQ(did_you_mean("tiket", kinds), "; did you mean 'ticket'?");
+  EXPECT_EQ(did_you_mean("ab", {"ac", "ad"}), "; did you mean 'ac' or 'ad'?");
+  EXPECT_EQ(did_you_mean("ab", {"ac", "ad", "ae"}), "; did you mean 'ac', 'ad' or 'ae'?");
+  EXPECT_EQ(did_you_mean("rcu", kinds), "");
+}
+
+TEST(Suggest, EveryNameErrorOfTheEngineSuggests) {
+  const auto params = [](std::map<std::string, Value> p) { return [p] { check_run("lock_zoo", p, RunOptions()); }; };
+  EXPECT_TRUE(error_of(params({{"lock", std::string("tiket")}})).ends_with("; did you mean 'ticket'?"));
+  EXPECT_TRUE(error_of(params({{"iteration", int64_t(1)}})).ends_with("; did you mean 'iterations'?"));
+  EXPECT_TRUE(error_of([] { LockConfig().set("zone->lok", "mcs"); }).ends_with("; did you mean 'zone->lock'?"));
+  EXPECT_TRUE(error_of([] { LockConfig().set("zone->lock", "tiket"); }).ends_with("; did you mean 'ticket'?"));
+  EXPECT_TRUE(error_of([] { kClockKindNames.parse("virtul", "clock"); }).ends_with("; did you mean 'virtual'?"));
+}
+
+TEST(Runner, ALockOverrideAndTheParameterThatPicksTheKindNameOneKind) {
+  RunOptions opt;
+  opt.locks.set("lock_zoo", "ticket");
+  // lock=spin with locks={lock_zoo: ticket}: a conflict, never a run labelled spin that ran ticket
+  EXPECT_EQ(error_of([&] {
+              check_run("lock_zoo", {{"lock", std::string("spin")}}, opt);
+            }),
+            "lock: 'spin' conflicts with locks['lock_zoo']='ticket' (scenario 'lock_zoo' takes the kind of lock class "
+            "'lock_zoo' from its parameter lock; give one of them, or the same kind in both)");
+  EXPECT_EQ(check_run("lock_zoo", {{"lock", std::string("ticket")}}, opt).s("lock"), "ticket");
+  EXPECT_EQ(check_run("lock_zoo", {}, RunOptions()).s("lock"), "mcs");  // the declared default
+  RunOptions bad;
+  bad.timeout_s = -1;  // the options are checked too
+  EXPECT_EQ(error_of([&] { check_run("lock_zoo", {}, bad); }).rfind("timeout_s: ", 0), 0u);
+  // the override alone: the run records the kind that ran
+  const RunResult r = run("lock_zoo", {{"threads", int64_t(1)}, {"iterations", int64_t(10)}}, opt);
+  const auto lock = std::find_if(r.params.begin(), r.params.end(), [](const auto& kv) { return kv.first == "lock"; });
+  ASSERT_NE(lock, r.params.end());
+  EXPECT_EQ(std::get<std::string>(lock->second), "ticket");
+  ASSERT_EQ(r.lockstat.size(), 1u);
+  EXPECT_EQ(r.lockstat[0].kind, "ticket");
+  EXPECT_EQ(error_of([&] {
+              run("lock_zoo", {{"lock", std::string("spin")}}, opt);
+            }).rfind("lock: 'spin' conflicts", 0),
+            0u);
 }
 
 }  // namespace

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from . import _core
 
-__all__ = ["WORKER_PARAMS", "lock_classes", "lock_kinds", "scenarios"]
+__all__ = ["WORKER_PARAMS", "did_you_mean", "lock_classes", "lock_kinds", "scenarios"]
 
 #: Parameters that set how many workers a run has: ``threads``; ``regions`` for cma_concurrent (one worker per
 #: region); ``multiplier`` for hugetlb_boot (k x nodes helpers). Each scenario has exactly one.
 WORKER_PARAMS = ("threads", "regions", "multiplier")
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """The tail of an error message about a mistyped ``name``: ``"; did you mean 'ticket'?"`` with the closest of
+    ``candidates`` (the engine's own suggestion, the same as its errors about scenarios, parameters, lock kinds and
+    lock classes carry), or ``""`` when none is close."""
+    return _core.did_you_mean(str(name), [str(c) for c in candidates])
 
 
 def scenarios() -> pd.DataFrame:

@@ -14,24 +14,22 @@ where the kernel has no lock_stat or this user cannot write it, it says why and 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["add_commands"]
 
 
-def add_commands(sub: Any) -> None:
+def add_commands(sub: Any, command: Callable[[Any, str, str], argparse.ArgumentParser]) -> None:
     """Add the ``kernel`` and ``compare`` commands to the ``alloclab`` parser.
 
     Args:
         sub: the parser's subparsers (what ``ArgumentParser.add_subparsers`` returned); each command sets ``func``
             to the function that runs it and returns the exit status.
+        command: makes one subcommand's parser from ``(sub, name, help)``, with the examples its ``--help`` ends
+            with (``cli._command``).
     """
-    p = sub.add_parser(
-        "kernel",
-        help="real kernel lock statistics beside the model's",
-        description="Real kernel lock statistics. Example: sudo alloclab kernel lockstat --out ls -- stress-ng "
-        "--vm 4 -t 10",
-    )
+    p = command(sub, "kernel", "real kernel lock statistics beside the model's")
     kernel_sub = p.add_subparsers(dest="kernel_command", metavar="KERNEL_COMMAND")
     p.set_defaults(func=lambda args: _help(p))
     q = kernel_sub.add_parser(
@@ -50,12 +48,10 @@ def add_commands(sub: Any) -> None:
                    help="the switch of collection (default /proc/sys/kernel/lock_stat)")  # fmt: skip
     q.set_defaults(func=_cmd_kernel_lockstat)
 
-    p = sub.add_parser(
-        "compare",
-        help="compare two results directories per configuration (change, interval, significance)",
-        description="Compare the runs in DIR_B with those in DIR_A per configuration: medians, the change B/A - 1 "
-        "with its bootstrap interval, the Mann-Whitney U p-value and whether it is a finding.",
-        epilog="example: alloclab compare results/spin results/mcs --metric elapsed_s",
+    p = command(sub, "compare", "compare two results directories per configuration (change, interval, significance)")
+    p.description = (
+        "Compare the runs in DIR_B with those in DIR_A per configuration: medians, the change B/A - 1 with its "
+        "bootstrap interval, the Mann-Whitney U p-value and whether it is a finding."
     )
     p.add_argument("dir_a", metavar="DIR_A", help="the baseline (written by alloclab run/sweep/reproduce --out)")
     p.add_argument("dir_b", metavar="DIR_B", help="the contender")

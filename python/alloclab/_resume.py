@@ -30,6 +30,7 @@ import pandas as pd
 from . import _resultdir, results
 from ._catalogue import scenarios as _scenarios
 from ._resultdir import DamagedResult
+from ._run import check
 from .machines import Machine, machine
 from .topology import Topology
 
@@ -53,12 +54,18 @@ class Identities:
         part = table[table["scenario"] == scenario]
         self.types: dict[str, str] = dict(zip(part["parameter"], part["type"], strict=True))
         self.defaults: dict[str, Any] = dict(zip(part["parameter"], part["default"], strict=True))
+        self.scenario = scenario
         self.topology_key = topology_key
         self.machine_key = machine_key or machine_key_of
 
     def identity(self, params: Mapping[str, Any], options: Mapping[str, Any]) -> str:
-        """The identity of a run with these parameters (missing ones take their defaults) and run options."""
-        full = {**self.defaults, **{k: v for k, v in params.items() if k in self.types}}
+        """The identity of a run with these parameters (missing ones take the values the engine gives them: their
+        defaults, or the kind a lock override sets, as lock_zoo's ``lock``) and run options."""
+        given = {k: self._param(k, v) for k, v in params.items() if k in self.types}
+        try:
+            full = check(self.scenario, locks=dict(self.option("locks", options.get("locks"))), **given)
+        except (ValueError, TypeError):  # a run the engine refuses (an error row): its values as given
+            full = {**self.defaults, **given}
         norm_params = {k: _text(self._param(k, v)) for k, v in full.items()}
         norm_options = {k: self.option(k, v) for k, v in options.items() if k not in RESUMABLE_OPTIONS}
         return json.dumps({"params": norm_params, "options": norm_options}, sort_keys=True, default=str)

@@ -18,7 +18,13 @@ from .machines import Machine
 from .machines import machine as load_machine
 from .topology import Topology
 
-__all__ = ["MeasurementWarning", "RunResult", "run"]
+__all__ = ["RUN_OPTIONS", "MeasurementWarning", "RunResult", "check", "run"]
+
+#: The options of :func:`run` (and :func:`check`), as opposed to the scenario's parameters.
+RUN_OPTIONS = (
+    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive",
+    "clock", "machine", "costs",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,9 @@ def run(
             hooks free, and every figure taken from lock_stat is then NaN or None: not measured). Timings that
             compare variants should come from runs without it: its two clock reads sit inside every critical section.
         locks: lock class -> lock kind overrides, e.g. ``{"zone->lock": "ticket"}``; see :func:`lock_classes`
-            and :func:`lock_kinds`.
+            and :func:`lock_kinds`. A class whose kind a scenario parameter picks (lock_zoo's ``lock``) records the
+            override as that parameter's value; the parameter given too, with another kind, is a ``ValueError``
+            (``lock="spin", locks={"lock_zoo": "ticket"}``), never a run labelled with one kind that ran the other.
         strict: make a failure to bind a worker to its CPU an error instead of a recorded ``bind_ok=False``.
         seed: seed of every random choice of the run (each worker draws its own stream from it).
         timeout_s: stop the run after this many seconds (0: no limit), counted from the start of its set-up; a
@@ -154,25 +162,7 @@ def run(
         KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined. Ctrl-C in
             the main thread also stops the runs that other Python threads started (they return ``stopped``).
     """
-    for name, value in params.items():
-        _check_int_width(name, value, scenario)
-    raw = _core.run(
-        scenario,
-        dict(params),
-        _core_topology(topology),
-        _placement(placement),
-        _flag("lockstat", lockstat),
-        _locks(locks),
-        _flag("strict", strict),
-        _seed(seed),
-        _seconds("timeout_s", timeout_s),
-        _seconds("min_time_s", min_time_s),
-        _flag("grow", grow),
-        _flag("exclusive", exclusive),
-        clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
-        _core_machine(machine),
-        costs,
-    )
+    raw = _core.run(*_core_args(scenario, params, **_options_of(locals())))
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
     _warn_measurement(scenario, summary, dict(raw["provenance"]), raw["stopped"])
@@ -186,6 +176,71 @@ def run(
         stopped=raw["stopped"],
         stop_reason=raw["stop_reason"],
         _lockstat_text=raw["lockstat_text"],
+    )
+
+
+def check(
+    scenario: str,
+    topology: Topology | None = None,
+    *,
+    placement: str | Sequence[int] = "compact",
+    lockstat: bool = True,
+    locks: Mapping[str, str] | None = None,
+    strict: bool = False,
+    seed: int = 1,
+    timeout_s: float = 0.0,
+    min_time_s: float = 0.02,
+    grow: bool = False,
+    exclusive: bool = True,
+    clock: str = "real",
+    machine: str | os.PathLike | Machine | None = None,
+    costs: str | None = None,
+    **params: Any,
+) -> dict[str, Any]:
+    """What :func:`run` checks before it builds anything, done by the engine without running: the scenario exists,
+    every parameter is declared and fits its type and range, every option is valid (a lock class or kind that does
+    not exist, a clock, a machine), and no lock override contradicts the parameter that picks that class's kind
+    (``lock="spin"`` with ``locks={"lock_zoo": "ticket"}``). What only building and placing the run finds (memory,
+    combinations a scenario refuses, more workers than a virtual machine's CPUs) is left to the run.
+
+    Args: as :func:`run`.
+
+    Returns:
+        Every parameter of the scenario, given or defaulted, as the run would record it.
+
+    Raises:
+        ValueError: as :func:`run` does for the same arguments (the message names the parameter, the value, what is
+            allowed and, for a mistyped name, the closest valid ones).
+    """
+    return dict(_core.check_run(*_core_args(scenario, params, **_options_of(locals()))))
+
+
+def _options_of(names: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options among a :func:`run` or :func:`check` call's ``locals()``."""
+    return {k: names[k] for k in RUN_OPTIONS}
+
+
+def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tuple[Any, ...]:
+    """The positional arguments of ``_core.run`` and ``_core.check_run`` (they take the same)."""
+    for name, value in params.items():
+        _check_int_width(name, value, scenario)
+    clock = options["clock"]
+    return (
+        scenario,
+        dict(params),
+        _core_topology(options["topology"]),
+        _placement(options["placement"]),
+        _flag("lockstat", options["lockstat"]),
+        _locks(options["locks"]),
+        _flag("strict", options["strict"]),
+        _seed(options["seed"]),
+        _seconds("timeout_s", options["timeout_s"]),
+        _seconds("min_time_s", options["min_time_s"]),
+        _flag("grow", options["grow"]),
+        _flag("exclusive", options["exclusive"]),
+        clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
+        _core_machine(options["machine"]),
+        options["costs"],
     )
 
 

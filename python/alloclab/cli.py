@@ -5,17 +5,20 @@
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
-    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--timeout S] [--topology T] ...
+    alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--keep-going] [--timeout S] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
     alloclab report [DIR]
-    alloclab calibrate [--out FILE] [--quick] [--name NAME] [--description TEXT]
+    alloclab calibrate [--out FILE [--force]] [--quick] [--name NAME] [--description TEXT]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
 In ``sweep``, a comma makes an axis of the grid (``threads=1,2,4``); a single value is a fixed parameter.
 ``sweep --out DIR`` saves the finished rows after every run; after Ctrl-C (exit status 130) or a crash, the same
 command with ``--resume`` runs only the runs DIR does not hold with status ok. ``--out`` never replaces an earlier
-result without ``--force``, and one directory has one writer at a time (a second one is refused, exit status 1).
+result without ``--force`` (``run``, ``sweep`` and ``calibrate`` refuse it before they start, exit status 1;
+``reproduce`` writes each run to a new ``OUT/NAME/<UTC stamp>/``), and one directory has one writer at a time (a second
+one is refused, exit status 1). A sweep checks every value with the engine before its first run, and exits 1 when a
+run failed unless ``--keep-going`` accepts error rows. Every ``--help`` ends with examples (:data:`EXAMPLES`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,47 @@ import pandas as pd
 from . import _cli_kernel, cluster
 from ._core import __version__
 
-__all__ = ["console", "main", "parse_assignments", "parse_value"]
+__all__ = ["EXAMPLES", "console", "main", "parse_assignments", "parse_value"]
+
+#: The examples each ``--help`` ends with ("" is the top level), real commands that parse (a test checks it).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": (
+        "alloclab scenarios lock_zoo",
+        "alloclab run lock_zoo threads=2 lock=ticket --lockstat",
+        "alloclab reproduce lock_zoo --quick",
+    ),
+    "topology": (
+        "alloclab topology",
+        'alloclab topology --synthetic "node:4 core:2 pu:1"',
+        "alloclab topology --xml machine.xml",
+    ),
+    "scenarios": ("alloclab scenarios", "alloclab scenarios vmalloc_stress"),
+    "machines": ("alloclab machines", "alloclab machines xeon-8380-2s"),
+    "run": (
+        "alloclab run lock_zoo threads=2 lock=ticket iterations=10000 --lockstat",
+        'alloclab run page_alloc --topology "node:2 core:2 pu:1" threads=4 --lock "zone->lock=mcs" --workers',
+        "alloclab run lock_zoo threads=8 --clock virtual --machine xeon-8380-2s --out results/zoo8",
+    ),
+    "sweep": (
+        "alloclab sweep lock_zoo lock=spin,ticket,mcs threads=1,2 iterations=20000 --repeats 3",
+        "alloclab sweep cma_concurrent regions=1,2,4 --clock virtual --machine xeon-8380-2s --out results/cma",
+        "alloclab sweep lock_zoo lock=spin,mcs threads=1,2 --out results/zoo --resume",
+    ),
+    "reproduce": ("alloclab reproduce", "alloclab reproduce lock_zoo --quick", "alloclab reproduce all --quick"),
+    "report": ("alloclab report", "alloclab report /tmp/results"),
+    "kernel": (  # as root, on a kernel built with CONFIG_LOCK_STAT
+        "alloclab kernel lockstat --out results/ls-stress -- stress-ng --vm 4 --timeout 10",
+        "alloclab kernel lockstat --csv --out results/ls-build -- make -j8",
+    ),
+    "compare": (
+        "alloclab compare results/spin results/mcs",
+        "alloclab compare results/before results/after --metric elapsed_s --by threads",
+    ),
+    "calibrate": (
+        "alloclab calibrate --quick",
+        'alloclab calibrate --out host.toml --name laptop --description "4-core laptop"',
+    ),
+}
 
 _RUN_OPTION_TYPES: dict[str, type] = {
     "seed": int,
@@ -133,14 +176,7 @@ def parse_assignments(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alloclab`` console script; returns the exit status (0 ok, 1 failure, 2 usage)."""
     parser = _parser()
-    # k=v pairs may stand anywhere among the options (`run lock_zoo --clock virtual iterations=1000`): argparse ends a
-    # `nargs="*"` positional at the first option, so the pairs after it come back as extras and join the others.
-    args, extra = parser.parse_known_args(argv)
-    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "params")]
-    if stray:
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra:
-        args.params = [*args.params, *extra]
+    args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()
         return 2
@@ -152,6 +188,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("alloclab: interrupted", file=sys.stderr)
         return 130
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed command line; a usage error exits with status 2 (argparse's)."""
+    # k=v pairs may stand anywhere among the options (`run lock_zoo --clock virtual iterations=1000`): argparse ends a
+    # `nargs="*"` positional at the first option, so the pairs after it come back as extras and join the others.
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "params")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.params = [*args.params, *extra]
+    return args
 
 
 def console() -> None:
@@ -194,12 +243,16 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
-    from ._catalogue import scenarios
+    from ._catalogue import did_you_mean, scenarios
 
     table = scenarios()
     if args.scenario:
         if args.scenario not in set(table["scenario"]):
-            raise ValueError(f"unknown scenario {args.scenario!r} (available: {', '.join(_unique(table))})")
+            names = _unique(table)
+            raise ValueError(
+                f"unknown scenario {args.scenario!r} (available: {', '.join(names)})"
+                + did_you_mean(args.scenario, names)
+            )
         table = table[table["scenario"] == args.scenario]
     for name in _unique(table):
         part = table[table["scenario"] == name]
@@ -310,6 +363,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{row['status']}: {where}: {row['error']}")
     if args.out:
         print(f"saved to {args.out}")
+    failed = int((runs["status"] == "error").sum())  # a "stopped" row ran until the --timeout it was given
+    if failed and not args.keep_going:
+        print(
+            f"alloclab sweep: {failed} of {len(runs)} runs failed (above); --keep-going accepts error rows",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if len(ok) else 1
 
 
@@ -324,7 +384,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.name is None or asked:
         for study in found.values():
             seed = study.seed or "no seed patch"
-            print(f"{study.name:16s} {study.title}  [{seed}; scenarios: {', '.join(study.scenarios)}]")
+            print(f"{study.name:18s} {study.estimate():26s} {study.title}")
+            print(f"{'':18s} [{seed}; scenarios: {', '.join(study.scenarios) or 'several'}]")
         for module, error in broken.items():
             print(f"{module}: BROKEN: {error}")
         return 0 if asked else 2
@@ -387,6 +448,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from .calibrate import calibrate, to_toml
 
+    if args.out and Path(args.out).exists() and not args.force:
+        raise ValueError(f"--out: {args.out} already exists; replace it (--force) or choose another file")
+
     def log(line: str) -> None:
         print(f"  {line}", file=sys.stderr)
 
@@ -407,25 +471,28 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="alloclab", description="Lock contention in Linux-style memory allocators: runs, sweeps, studies."
+        prog="alloclab",
+        description="Lock contention in Linux-style memory allocators: runs, sweeps, studies.",
+        epilog=_epilog(""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"alloclab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("topology", help="show the host topology or a model one")
+    p = _command(sub, "topology", "show the host topology or a model one")
     p.add_argument("--synthetic", metavar="S", help='a synthetic description, e.g. "node:4 core:2 pu:1"')
     p.add_argument("--xml", metavar="FILE", help="an hwloc XML file (lstopo out.xml)")
     p.set_defaults(func=_cmd_topology)
 
-    p = sub.add_parser("scenarios", help="list the scenarios and their parameters")
+    p = _command(sub, "scenarios", "list the scenarios and their parameters")
     p.add_argument("scenario", nargs="?", help="only this scenario")
     p.set_defaults(func=_cmd_scenarios)
 
-    p = sub.add_parser("machines", help="list the machine profiles of virtual-clock runs, or show one with its sources")
+    p = _command(sub, "machines", "list the machine profiles of virtual-clock runs, or show one with its sources")
     p.add_argument("name", nargs="?", help="a profile name or TOML file: print every number with its source")
     p.set_defaults(func=_cmd_machines)
 
-    p = sub.add_parser("run", help="run a scenario once; print its summary (and lock_stat)")
+    p = _command(sub, "run", "run a scenario once; print its summary (and lock_stat)")
     p.add_argument("scenario")
     p.add_argument("params", nargs="*", metavar="k=v", help="scenario parameters")
     p.add_argument("--lockstat", action="store_true", help="print the lock statistics in /proc/lock_stat format")
@@ -435,7 +502,7 @@ def _parser() -> argparse.ArgumentParser:
     _run_options(p)
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("sweep", help="run a grid of configurations with repeats; print medians, save")
+    p = _command(sub, "sweep", "run a grid of configurations with repeats; print medians, save")
     p.add_argument("scenario")
     p.add_argument("params", nargs="*", metavar="k=v1,v2", help="grid axes (with commas) and fixed parameters")
     p.add_argument("--repeats", type=int, default=3, help="runs per configuration, interleaved (default 3)")
@@ -445,12 +512,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
+    p.add_argument(
+        "--keep-going", action="store_true", help="exit 0 even when runs failed (their error rows are kept and shown)"
+    )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar")
     _run_options(p)
     _cluster_options(p)
     p.set_defaults(func=_cmd_sweep)
 
-    p = sub.add_parser("reproduce", help="run the seed studies; print ours beside the published figures")
+    p = _command(sub, "reproduce", "run the seed studies; print ours beside the published figures")
     p.add_argument("name", nargs="?", help="a study (or scenario) name, or 'all'; none: list the studies")
     p.add_argument("--quick", action="store_true", help="small sizes (also: ALLOCLAB_QUICK=1)")
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
@@ -459,19 +529,29 @@ def _parser() -> argparse.ArgumentParser:
     _cluster_options(p)
     p.set_defaults(func=_cmd_reproduce)
 
-    p = sub.add_parser("report", help="rebuild DIR/index.html: every study's newest run on one offline page")
+    p = _command(sub, "report", "rebuild DIR/index.html: every study's newest run on one offline page")
     p.add_argument("dir", nargs="?", default="results", metavar="DIR", help="results root (default: results)")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("calibrate", help="measure this machine and write its machine profile (TOML)")
+    p = _command(sub, "calibrate", "measure this machine and write its machine profile (TOML)")
     p.add_argument("--out", metavar="FILE", help="write the profile to FILE (default: print it)")
+    p.add_argument("--force", action="store_true", help="with --out: replace FILE if it exists")
     p.add_argument("--quick", action="store_true", help="tiny measurements: checks the tool, not the machine")
     p.add_argument("--name", default="host", help="the profile's name (default: host)")
     p.add_argument("--description", metavar="TEXT", help='what the machine is, e.g. "2-vCPU VM, ..."')
     p.set_defaults(func=_cmd_calibrate)
 
-    _cli_kernel.add_commands(sub)  # alloclab kernel lockstat, alloclab compare
+    _cli_kernel.add_commands(sub, _command)  # alloclab kernel lockstat, alloclab compare
     return parser
+
+
+def _command(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` ends with its :data:`EXAMPLES`."""
+    return sub.add_parser(name, help=help, epilog=_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _epilog(command: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:

@@ -153,7 +153,10 @@ def machine(profile: str | os.PathLike) -> Machine:
         raise ValueError(f"machine: expected a profile name or a path, got {profile!r}")
     shipped = _shipped()
     if profile not in shipped:
-        raise ValueError(f"machine: unknown profile {profile!r} (available: {', '.join(sorted(shipped))})")
+        names = sorted(shipped)
+        raise ValueError(
+            f"machine: unknown profile {profile!r} (available: {', '.join(names)})" + _core.did_you_mean(profile, names)
+        )
     return _load(shipped[profile].read_text(encoding="utf-8"), str(shipped[profile]))
 
 

@@ -2,9 +2,10 @@
 
 A sweep runs every configuration of a grid ``repeats`` times, *interleaved* (all configurations for repeat 0,
 then all for repeat 1, ...) so that machine drift spreads over every configuration instead of biasing one, and
-returns a tidy (long-format) table with one row per run. A configuration that fails becomes a row with
-``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with ``status="stopped"``; the
-sweep goes on.
+returns a tidy (long-format) table with one row per run. Every configuration passes the engine's checks before the
+first run (a typo is an error at once, not an error row after minutes); a configuration that still fails in its run
+becomes a row with ``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with
+``status="stopped"``; the sweep goes on.
 
 Measurements are checked as they come: a run whose workers did not run together (``overlap_poor``) can be
 run again, up to ``retries`` times (the studies do), and the runs still flagged (poor overlap, too short,
@@ -35,19 +36,14 @@ import numpy as np
 import pandas as pd
 
 from . import _resultdir, _resume, cluster, results
-from ._catalogue import scenarios as _scenarios
-from ._run import MeasurementWarning, RunResult
+from ._run import RUN_OPTIONS, MeasurementWarning, RunResult, check  # RUN_OPTIONS: may also be grid axes
 from .machines import Machine
+from .machines import machine as load_machine
 from .results import SweepResult, jsonable
 from .topology import Topology
 
 __all__ = ["RUN_OPTIONS", "SweepInterrupted", "SweepResult", "configurations", "sweep"]
 
-#: Options of :func:`alloclab.run` that may also appear as grid axes or fixed values of a sweep.
-RUN_OPTIONS = (
-    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive",
-    "clock", "machine", "costs",
-)  # fmt: skip
 
 #: Columns every sweep table starts with (then the grid and fixed parameters, then these status columns,
 #: then the scenario's summary figures).
@@ -209,11 +205,16 @@ def sweep(
         instead.
 
     Raises:
-        ValueError: the scenario does not exist, a grid/fixed name is neither one of its parameters nor a run
-            option, an axis is empty, ``repeats < 1``, ``out`` cannot be written or already holds a result, or
-            ``resume`` names a saved result of another scenario or with other run options (seed, topology,
-            placement, locks, lockstat, strict), or ``executor`` is no executor or could run two host-timed runs on
-            one host at once. (A *value* the engine rejects only makes error rows.)
+        ValueError: before the first run: the scenario does not exist; a grid value, fixed parameter or option of
+            any configuration fails the checks a run makes before it builds anything (:func:`alloclab._run.check`:
+            an unknown name, with the closest valid ones; a value of the wrong type or out of range; a lock class or
+            kind that does not exist; ``lock=`` and ``locks=`` naming two kinds for one class); a fixed parameter is
+            given a list (``threads=[1, 2]``: the message says to use ``grid=``); an axis is empty;
+            ``repeats < 1``; ``out`` cannot be written or already holds a result; ``resume`` names a saved result
+            of another scenario or with other run options (seed, topology, placement, locks, lockstat, strict); or
+            ``executor`` is no executor or could run two host-timed runs on one host at once. What only building and
+            placing a run finds (memory, a combination the scenario refuses, workers that do not fit the
+            placement) makes error rows.
         DirectoryLocked: another sweep or save is writing ``out``.
         SweepInterrupted: Ctrl-C. The current run is stopped and its threads joined, the finished rows are saved
             (with ``out``) and carried by the exception (``.result``); it is a ``KeyboardInterrupt``.
@@ -224,11 +225,11 @@ def sweep(
     for name, value in (("retries", retries), ("lockstat_repeats", lockstat_repeats)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
-    _check_names(scenario, grid, fixed)
     overlap = set(grid) & set(fixed)
     if overlap:
         raise ValueError(f"grid and fixed parameters overlap: {sorted(overlap)}")
     configs = configurations(grid)
+    _check_fixed_values(fixed)
     options = {
         "topology": topology,
         "placement": placement,
@@ -244,6 +245,7 @@ def sweep(
         "machine": machine,
         "costs": costs,
     }
+    _check_before_start(scenario, configs, fixed, options)
     executor = cluster.current() if executor is None else executor
     if executor is not None:
         timing = [{**options, **{k: v for k, v in c.items() if k in RUN_OPTIONS}} for c in configs]
@@ -554,18 +556,34 @@ def _as_values(name: str, values: Any) -> list[Any]:
     return out
 
 
-def _check_names(scenario: str, grid: Mapping[str, Any], fixed: Mapping[str, Any]) -> None:
-    table = _scenarios()
-    if scenario not in set(table["scenario"]):
-        names = ", ".join(sorted(set(table["scenario"])))
-        raise ValueError(f"scenario: unknown scenario {scenario!r} (available: {names})")
-    known = table.loc[table["scenario"] == scenario, "parameter"].tolist()
-    for name in [*grid, *fixed]:
-        if name not in known and name not in RUN_OPTIONS:
+def _check_fixed_values(fixed: Mapping[str, Any]) -> None:
+    """A list where one value belongs (``threads=[1, 2]``) is an axis given in the wrong place: say where it goes."""
+    for name, value in fixed.items():
+        if isinstance(value, (list, tuple, set, range, np.ndarray, pd.Series)):
+            values = list(value)
             raise ValueError(
-                f"{name}: not a parameter of scenario {scenario!r} (parameters: {', '.join(known)}; "
-                f"run options: {', '.join(RUN_OPTIONS)})"
+                f"{name}: {value!r} is several values, but a keyword of sweep() is one value held fixed; to sweep "
+                f"{name} over them, put it in the grid: grid={{{name!r}: {values!r}}}"
             )
+
+
+def _check_before_start(
+    scenario: str, configs: list[dict[str, Any]], fixed: Mapping[str, Any], options: Mapping[str, Any]
+) -> None:
+    """Every configuration through the checks a run makes before it builds anything (:func:`alloclab._run.check`: the
+    scenario, each parameter's name, type and range, every option, the lock classes and kinds, a lock override that
+    contradicts a parameter), before the first run: a typo is an error at once, not an error row after minutes.
+    What only building and placing a run finds (memory, combinations a scenario refuses) still makes error rows.
+
+    Raises:
+        ValueError: the engine's message for the first configuration that fails.
+    """
+    machines: dict[Any, Any] = {}  # a profile named by several configurations is loaded once
+    for config in configs:
+        call = {**options, **{k: v for k, v in config.items() if k in RUN_OPTIONS}}
+        if isinstance(call["machine"], (str, os.PathLike)):
+            call["machine"] = machines.setdefault(call["machine"], load_machine(call["machine"]))
+        check(scenario, **call, **{k: v for k, v in {**fixed, **config}.items() if k not in RUN_OPTIONS})
 
 
 def _topology_key(value: Any, cache: dict[str, Topology]) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -115,17 +118,24 @@ def test_a_double_ctrl_c_exits_130(tmp_path, gap_s):
     assert "Traceback" not in err
 
 
-def test_sweep_saves_a_grid(tmp_path):
-    out = alloclab("sweep", "lock_zoo", "threads=1,2", "lock=spin,mcs,nope", "iterations=200", "--repeats", "2",
-                   "--out", str(tmp_path / "sweep"), "--detail", "--no-progress")  # fmt: skip
+def test_sweep_saves_a_grid_and_fails_when_a_run_failed_unless_keep_going(tmp_path):
+    # two workers do not fit a placement of one PU: only the run finds that, and its rows are error rows
+    args = ["sweep", "lock_zoo", "threads=1,2", "lock=spin,mcs,ticket", "iterations=200", "--repeats", "2",
+            "--placement", "0", "--detail", "--no-progress"]  # fmt: skip
+    failed = alloclab(*args, "--out", str(tmp_path / "failed"))
+    assert failed.returncode == 1, failed.stderr
+    assert "error: threads=2 lock=spin: ValueError: placement: the list has 1 PUs for 2 workers" in failed.stdout
+    assert "alloclab sweep: 6 of 12 runs failed (above); --keep-going accepts error rows" in failed.stderr
+    assert len(al.results.load(tmp_path / "failed").data) == 12  # saved all the same
+    out = alloclab(*args, "--out", str(tmp_path / "sweep"), "--keep-going")
     assert out.returncode == 0, out.stderr
     assert "12 runs" in out.stdout
-    assert "error: threads=1 lock=nope" in out.stdout
+    assert "error: threads=2 lock=ticket" in out.stdout
     data, meta = al.results.load(tmp_path / "sweep")
     assert len(data) == 12
     assert data["repeat"].tolist() == [0] * 6 + [1] * 6
-    assert (data["status"] == "error").sum() == 4
-    assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "nope"]}
+    assert (data["status"] == "error").sum() == 6
+    assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "ticket"]}
     assert meta["fixed"] == {"iterations": 200}
     assert "sweep" in meta["command_line"]
     assert (tmp_path / "sweep" / "workers.parquet").exists() or (tmp_path / "sweep" / "workers.csv").exists()
@@ -135,6 +145,107 @@ def test_reproduce_list_names_lock_zoo(capsys):
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
     assert "lock_zoo" in out and "BROKEN" not in out
+
+
+def test_reproduce_list_shows_each_studys_declared_time(capsys):
+    from alloclab import studies
+
+    found, _ = studies.discover()
+    assert main(["reproduce", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for study in found.values():
+        assert set(study.estimated_s) == {"quick", "full"}, study.name  # every study declares both
+        (line,) = [line for line in lines if line.split()[:1] == [study.name]]
+        assert study.estimate() in line and study.estimated_s["quick"] is not None  # quick: measured for each
+    zoo = found["lock_zoo"]
+    assert dataclasses.replace(zoo, estimated_s={"quick": 287, "full": None}).estimate() == "quick ~5 min, full ?"
+    assert dataclasses.replace(zoo, estimated_s={"quick": 5.2, "full": 7200}).estimate() == "quick ~5 s, full ~2.0 h"
+    assert dataclasses.replace(zoo, estimated_s={}).estimate() == "quick ?, full ?"
+    assert [studies._duration(s) for s in (119, 120, 3599)] == ["~119 s", "~2 min", "~60 min"]
+
+
+def test_a_mistyped_study_or_scenario_is_told_the_closest(capsys):
+    assert main(["reproduce", "lock_zo", "--quick"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'lock_zoo'?")
+    assert main(["reproduce", "vmaloc_lock_once"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'vmalloc_lock_once'?")
+    assert main(["scenarios", "cma_concurent"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'cma_concurrent'?")
+    assert main(["run", "lock_zoo", "--lock", "zone->lok=mcs"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'zone->lock'?")
+    assert main(["run", "lock_zoo", "lock=tiket"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'ticket'?")
+    assert main(["sweep", "lock_zoo", "lock=mcs,tiket", "theads=1,2"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'threads'?")
+
+
+def test_a_sweep_with_a_typo_fails_before_its_first_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("alloclab.cluster.run", lambda *a, **k: pytest.fail("a run started"))
+    out = tmp_path / "sweep"
+    assert main(["sweep", "lock_zoo", "lock=mcs,tiket", "threads=1,2", "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "lock: invalid value 'tiket' (allowed: one of 'mutex'" in err and err.rstrip().endswith("'ticket'?")
+    assert not out.exists()  # refused before the directory was made
+    assert main(["sweep", "lock_zoo", "lock=spin", "--lock", "lock_zoo=ticket", "--no-progress"]) == 1
+    assert "lock: 'spin' conflicts with locks['lock_zoo']='ticket'" in capsys.readouterr().err
+
+
+def test_every_help_ends_with_examples_that_parse_and_pass_the_engines_checks(capsys):
+    from alloclab import cli
+    from alloclab._run import check
+    from alloclab.sweep import configurations
+
+    parser = cli._parser()
+    (subs,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = {"": parser, **subs.choices}
+    assert set(cli.EXAMPLES) == set(parsers)
+    for name, sub in parsers.items():
+        lines = sub.epilog.splitlines()
+        assert lines[0] == "examples:" and 2 <= len(lines) - 1 <= 3, name
+        for line in lines[1:]:
+            words = shlex.split(line)
+            assert words[0] == "alloclab" and (not name or words[1] == name), line
+            args = cli._parse(cli._parser(), words[1:])  # a usage error exits
+            if args.command in ("run", "sweep"):
+                fixed, grid = cli.parse_assignments(args.params, cli._types(args.scenario), lists=True)
+                options = cli._options(args, fixed)
+                for config in configurations(grid):
+                    check(args.scenario, **options, **fixed, **config)
+    with pytest.raises(SystemExit) as exit:
+        main(["sweep", "--help"])
+    assert exit.value.code == 0
+    assert "examples:\n  alloclab sweep lock_zoo lock=spin,ticket,mcs" in capsys.readouterr().out
+
+
+def test_out_never_replaces_an_earlier_result(tmp_path, capsys):
+    run = ["run", "lock_zoo", "threads=1", "iterations=10", "--out", str(tmp_path / "run")]
+    assert main(run) == 0
+    first = (tmp_path / "run" / "meta.json").read_bytes()
+    assert main([*run[:-3], "iterations=20", *run[-2:]]) == 1
+    err = capsys.readouterr().err
+    assert "--out: " in err and "already holds a result" in err
+    assert (tmp_path / "run" / "meta.json").read_bytes() == first
+    assert main([*run[:-3], "iterations=20", *run[-2:], "--force"]) == 0
+    assert al.results.load(tmp_path / "run").data["iterations"].item() == 20
+    sweep = ["sweep", "lock_zoo", "threads=1", "iterations=10", "--repeats", "1", "--out", str(tmp_path / "sweep")]
+    assert main([*sweep, "--no-progress"]) == 0
+    first = (tmp_path / "sweep" / "meta.json").read_bytes()
+    capsys.readouterr()
+    assert main([*sweep, "--no-progress"]) == 1
+    assert "already holds a result" in capsys.readouterr().err
+    assert (tmp_path / "sweep" / "meta.json").read_bytes() == first
+    profile = tmp_path / "host.toml"
+    profile.write_text("# an earlier profile\n")
+    assert main(["calibrate", "--quick", "--out", str(profile)]) == 1  # refused before measuring
+    assert f"--out: {profile} already exists; replace it (--force)" in capsys.readouterr().err
+    assert profile.read_text() == "# an earlier profile\n"
+
+
+def test_reproduce_writes_each_run_to_a_new_folder(tmp_path):
+    from alloclab import studies
+
+    dirs = [studies.new_run_dir(tmp_path, "lock_zoo") for _ in range(3)]  # within one second: -1, -2
+    assert len(set(dirs)) == 3 and all(d.parent == tmp_path / "lock_zoo" and d.is_dir() for d in dirs)
 
 
 def test_reproduce_all_quick_writes_tables_and_plots(tmp_path):

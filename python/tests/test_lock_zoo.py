@@ -85,9 +85,37 @@ def test_lockstat_off_has_no_rows():
     assert r.summary["acquisitions"] == 1000
 
 
-def test_locks_override_sets_the_kind_and_wins_over_the_scenario_default():
-    r = al.run("lock_zoo", threads=1, iterations=10, lock="spin", locks={"lock_zoo": "ticket"})
-    assert r.lockstat.kind.iloc[0] == "ticket"
+def test_a_locks_override_sets_the_kind_the_run_records_and_a_contradicting_parameter_is_an_error():
+    r = al.run("lock_zoo", threads=1, iterations=10, locks={"lock_zoo": "ticket"})
+    assert r.lockstat.kind.iloc[0] == "ticket" and r.params["lock"] == "ticket"  # never labelled with the default
+    r = al.run("lock_zoo", threads=1, iterations=10, lock="ticket", locks={"lock_zoo": "ticket"})
+    assert r.lockstat.kind.iloc[0] == "ticket" and r.params["lock"] == "ticket"
+    with pytest.raises(ValueError, match=r"^lock: 'spin' conflicts with locks\['lock_zoo'\]='ticket' \(scenario"):
+        al.run("lock_zoo", threads=1, iterations=10, lock="spin", locks={"lock_zoo": "ticket"})
+
+
+@pytest.mark.parametrize(
+    "scenario, kwargs, suggestion",
+    [
+        ("lock_zo", {}, "; did you mean 'lock_zoo'?"),
+        ("lock_zoo", dict(lock="tiket"), "; did you mean 'ticket'?"),
+        ("lock_zoo", dict(itrations=10), "; did you mean 'iterations'?"),
+        ("lock_zoo", dict(locks={"zone->lok": "mcs"}), "; did you mean 'zone->lock'?"),
+        ("lock_zoo", dict(locks={"zone->lock": "qspinlok"}), "; did you mean 'qspinlock'?"),
+        ("lock_zoo", dict(clock="virtul"), "; did you mean 'virtual'?"),
+        ("lock_zoo", dict(clock="virtual", machine="xeon-8380"), "; did you mean 'xeon-8380-2s' or 'xeon-8480-2s'?"),
+    ],
+)
+def test_a_mistyped_name_is_told_the_closest_valid_ones(scenario, kwargs, suggestion):
+    with pytest.raises(ValueError) as e:
+        al.run(scenario, **kwargs)
+    assert str(e.value).endswith(suggestion), str(e.value)
+
+
+def test_a_name_far_from_every_valid_one_gets_no_suggestion():
+    with pytest.raises(ValueError) as e:
+        al.run("lock_zoo", lock="rcu")
+    assert "did you mean" not in str(e.value)
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,10 @@ def test_every_result_names_the_kernel_its_scenario_models(scenario):
 
 
 def test_the_seed_is_in_every_sweep_row_and_saved_result(tmp_path):
-    df = al.sweep("lock_zoo", grid={"threads": [1, 0]}, repeats=2, progress=False, seed=42, iterations=20)
+    # two workers do not fit a placement of one PU: an error row
+    df = al.sweep(
+        "lock_zoo", grid={"threads": [1, 2]}, repeats=2, progress=False, seed=42, iterations=20, placement=[0]
+    )
     assert df["status"].tolist() == ["ok", "error"] * 2
     assert df["seed"].tolist() == [42] * 4  # error rows too: the seed the run was asked for
     assert df.attrs["alloclab"]["options"]["seed"] == 42

@@ -19,8 +19,8 @@ from alloclab.results import PROVENANCE_KEYS, _git_state
 @pytest.fixture(scope="module")
 def sweep_with_error() -> al.SweepResult:
     return al.sweep(
-        "lock_zoo", grid={"threads": [1, 0, 3], "lock": ["spin", "mcs"]}, repeats=2, progress=False, detail=True,
-        iterations=200, hold_ns=10,
+        "lock_zoo", grid={"threads": [1, 2, 3], "lock": ["spin", "mcs"]}, repeats=2, progress=False, detail=True,
+        iterations=200, hold_ns=10, placement=[0, 1, 0],  # 1 and 2 workers do not fit the placement: error rows
     )  # fmt: skip
 
 
@@ -42,11 +42,11 @@ def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_
     for key in PROVENANCE_KEYS:
         assert key in meta, key
     assert meta["kind"] == "sweep" and meta["scenario"] == "lock_zoo"
-    assert meta["grid"] == {"threads": [1, 0, 3], "lock": ["spin", "mcs"]}
+    assert meta["grid"] == {"threads": [1, 2, 3], "lock": ["spin", "mcs"]}
     assert meta["fixed"] == {"iterations": 200, "hold_ns": 10}
     assert meta["model_topology"] == "host"
     assert meta["host_topology"].startswith("Machine")
-    assert meta["placement"] == "compact"
+    assert meta["placement"] == "list"
     host_pus = al.Topology.host().pus
     ok = sweep_with_error.runs[sweep_with_error.runs["status"] == "ok"]
     assert meta["binding"]["workers"] == int(ok["threads"].sum())
@@ -67,7 +67,7 @@ def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_
     assert isinstance(meta["command_line"], str) and meta["command_line"]
     assert meta["git_dirty"] in (True, False, None)
     assert meta["git_sha"] is None or len(meta["git_sha"]) == 40
-    assert meta["status_counts"] == {"ok": 8, "error": 4}
+    assert meta["status_counts"] == {"ok": 4, "error": 8}
     assert meta["files"]["data"] == f"data.{fmt}"
     json.dumps(meta)  # plain JSON all the way down
 

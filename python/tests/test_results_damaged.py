@@ -24,9 +24,11 @@ from alloclab.sweep import KEY_COLUMNS, STATUS_COLUMNS
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> Path:
-    """A detail sweep of two runs, one of them an error, saved as CSV (easy to edit by hand)."""
+    """A detail sweep of three runs, the middle one an error (one worker does not fit a placement of two PUs), saved
+    as CSV (easy to edit by hand)."""
     out = tmp_path_factory.mktemp("saved") / "sweep"
-    result = al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, iterations=50)
+    result = al.sweep("lock_zoo", grid={"threads": [2, 1, 2]}, progress=False, detail=True, iterations=50,
+                      placement=[0, 1])  # fmt: skip
     al.results.save(result, out, format="csv")
     return out
 
@@ -261,7 +263,7 @@ def test_csv_column_types_that_do_not_fit_keep_what_was_read(saved, tmp_path):
         meta["schema"]["data"]["dtypes"].update(threads="int9000", run="datetime64[ns, Mars/Olympus]")
 
     _edit_json(d, "meta.json", retype)
-    assert al.results.load(d).data["threads"].tolist() == [1, 0, 2]
+    assert al.results.load(d).data["threads"].tolist() == [2, 1, 2]
 
 
 def test_a_fifo_as_a_table_is_not_waited_on(saved, tmp_path):
@@ -316,8 +318,8 @@ def test_a_resume_of_a_damaged_directory_runs_the_lost_runs_again_and_says_so(sa
     d = _copy(saved, tmp_path)
     (d / _name(d, "workers")).write_text("garbage")
     with pytest.warns(UserWarning, match=r"workers.csv: .* the rows of run\(s\) 0, 2 are lost"):
-        result = al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, out=d, resume=True,
-                          iterations=50)  # fmt: skip
+        result = al.sweep("lock_zoo", grid={"threads": [2, 1, 2]}, progress=False, detail=True, out=d, resume=True,
+                          iterations=50, placement=[0, 1])  # fmt: skip
     assert result.meta["reused_runs"] == 0  # without their worker rows the ok runs ran again
     assert result.workers["run"].unique().tolist() == [0, 2]
     loaded = al.results.load(d)
@@ -326,8 +328,8 @@ def test_a_resume_of_a_damaged_directory_runs_the_lost_runs_again_and_says_so(sa
 
 
 def _resume(d: Path) -> al.SweepResult:
-    return al.sweep("lock_zoo", grid={"threads": [1, 0, 2]}, progress=False, detail=True, out=d, resume=True,
-                    iterations=50)  # fmt: skip
+    return al.sweep("lock_zoo", grid={"threads": [2, 1, 2]}, progress=False, detail=True, out=d, resume=True,
+                    iterations=50, placement=[0, 1])  # fmt: skip
 
 
 # meta.json entries a resume reads, given JSON of another kind: the directory's result cannot be used, so the resume
@@ -394,8 +396,8 @@ def test_a_saved_topology_or_machine_path_to_a_fifo_is_not_read(saved, tmp_path,
     code = f"""
         import alloclab as al
         try:
-            al.sweep("lock_zoo", grid={{"threads": [1, 0, 2]}}, progress=False, out={str(d)!r}, resume=True,
-                     iterations=50)
+            al.sweep("lock_zoo", grid={{"threads": [2, 1, 2]}}, progress=False, out={str(d)!r}, resume=True,
+                     iterations=50, placement=[0, 1])
         except ValueError as exc:
             print(exc)
     """

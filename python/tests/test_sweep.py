@@ -83,20 +83,72 @@ def test_meta_attrs_describe_the_sweep(grid_sweep):
     assert meta["started"] <= meta["ended"]
 
 
-def test_a_bad_configuration_becomes_an_error_row_and_the_others_run():
-    df = al.sweep("lock_zoo", grid={"threads": [1, 0, 2], "lock": ["spin", "nope"]}, progress=False, iterations=ITER)
+def test_a_configuration_that_fails_in_its_run_becomes_an_error_row_and_the_others_run():
+    # the placement lists two PUs: only the run, placing its workers, finds that 1 or 3 workers do not fit it
+    df = al.sweep("lock_zoo", grid={"threads": [1, 2, 3], "lock": ["spin", "mcs"]}, progress=False, iterations=ITER,
+                  placement=[0, 1])  # fmt: skip
     assert len(df) == 6
-    bad = (df["threads"] == 0) | (df["lock"] == "nope")
+    bad = df["threads"] != 2
     assert df.loc[bad, "status"].tolist() == ["error"] * 4
     assert df.loc[~bad, "status"].tolist() == ["ok"] * 2
-    assert df.loc[(df["threads"] == 0) & (df["lock"] == "spin"), "error"].iloc[0].startswith("ValueError: threads")
-    assert "lock" in df.loc[(df["threads"] == 1) & (df["lock"] == "nope"), "error"].iloc[0]
+    assert df.loc[bad, "error"].str.startswith("ValueError: placement: the list has 2 PUs for").all()
     assert df.loc[bad, "acquisitions_per_s"].isna().all()
     assert (df.loc[~bad, "acquisitions"] == df.loc[~bad, "threads"] * ITER).all()
     assert df.loc[bad, "oversubscribed"].isna().all()
     # the row after an error ran: errors do not stop the sweep
-    assert df["status"].tolist() == ["ok", "error", "error", "error", "ok", "error"]
-    assert df.attrs["alloclab"]["status_counts"] == {"ok": 2, "error": 4}
+    assert df["status"].tolist() == ["error", "error", "ok", "ok", "error", "error"]
+    assert df.attrs["alloclab"]["status_counts"] == {"error": 4, "ok": 2}
+
+
+@pytest.fixture()
+def no_runs(monkeypatch):
+    """Fails the test if a sweep starts a run."""
+
+    def run(*args, **kwargs):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr("alloclab.cluster.run", run)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # a grid value: the engine's message, naming the parameter, the value, the allowed ones and the closest
+        (
+            {"grid": {"lock": ["mcs", "tiket"]}},
+            r"^lock: invalid value 'tiket' \(allowed: one of 'mutex', .*'shfllock'\); "
+            r"did you mean 'ticket'\?$",
+        ),
+        ({"grid": {"threads": [1, 0]}}, r"^threads: value out of range: 0 \(allowed: 1\.\.1024\)$"),
+        (
+            {"grid": {"threds": [1, 2]}},
+            r"^threds: unknown parameter of scenario 'lock_zoo' .*; did you mean 'threads'\?$",
+        ),
+        ({"iterations": 0}, r"^iterations: value out of range: 0"),  # a fixed parameter
+        ({"grid": {"locks": [{"lock_zoo": "mcs"}, {"zone->lok": "mcs"}]}}, r"^locks: unknown lock class 'zone->lok'"),
+        ({"grid": {"clock": ["real", "virtul"]}}, r"^clock: invalid value 'virtul'.*did you mean 'virtual'\?$"),
+        ({"grid": {"seed": [1, -1]}}, r"^seed: -1 is negative"),
+        ({"scenario": "lock_zo"}, r"^scenario: unknown scenario 'lock_zo' .*; did you mean 'lock_zoo'\?$"),
+        # lock= and locks= naming two kinds for one class: a conflict, never a run relabelled
+        (
+            {"lock": "spin", "locks": {"lock_zoo": "ticket"}},
+            r"^lock: 'spin' conflicts with locks\['lock_zoo'\]='ticket'",
+        ),
+        ({"grid": {"lock": ["ticket", "spin"]}, "locks": {"lock_zoo": "ticket"}}, r"^lock: 'spin' conflicts with"),
+    ],
+)
+def test_every_value_is_checked_before_the_first_run(no_runs, kwargs, message):
+    args = {"scenario": "lock_zoo", "progress": False, "iterations": ITER, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        al.sweep(**args)
+
+
+@pytest.mark.parametrize("values", [[1, 2], (1, 2), range(1, 3)])
+def test_a_list_where_a_grid_belongs_is_told_to_use_grid(no_runs, values):
+    with pytest.raises(
+        ValueError, match=r"^threads: .* is several values, .*put it in the grid: grid=\{'threads': \[1, 2\]\}"
+    ):
+        al.sweep("lock_zoo", progress=False, threads=values)
 
 
 def test_a_run_that_hits_its_timeout_is_a_stopped_row():

@@ -191,11 +191,14 @@ def test_resume_true_means_the_out_directory_and_a_new_directory_starts_fresh(tm
 
 
 def test_resume_reruns_error_rows(tmp_path, monkeypatch):
-    df = al.sweep("lock_zoo", grid={"threads": [1, 0]}, progress=False, out=tmp_path, iterations=50)
+    # two workers do not fit a placement of one PU: an error row
+    df = al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, out=tmp_path, iterations=50, placement=[0])
     assert df["status"].tolist() == ["ok", "error"]
     runs = Runs(monkeypatch)
-    again = al.sweep("lock_zoo", grid={"threads": [1, 0]}, progress=False, resume=tmp_path, iterations=50)
-    assert [c["threads"] for c in runs.calls] == [0]
+    again = al.sweep(
+        "lock_zoo", grid={"threads": [1, 2]}, progress=False, resume=tmp_path, iterations=50, placement=[0]
+    )
+    assert [c["threads"] for c in runs.calls] == [2]
     assert again["status"].tolist() == ["ok", "error"]
 
 

@@ -1,6 +1,8 @@
 // Parameter declaration and validation (see params.hpp).
 #include "alloclab/lab/params.hpp"
 
+#include "alloclab/base/suggest.hpp"
+
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -51,9 +53,13 @@ Params Params::resolve(const std::vector<ParamSpec>& specs, const std::map<std::
     for (const auto& s : specs) known = known || s.name == name;
     if (!known) {
       std::string names;
-      for (const auto& s : specs) names += (names.empty() ? "" : ", ") + s.name;
+      std::vector<std::string> known_names;
+      for (const auto& s : specs) {
+        names += (names.empty() ? "" : ", ") + s.name;
+        known_names.push_back(s.name);
+      }
       throw std::invalid_argument(name + ": unknown parameter of scenario '" + scenario + "' (parameters: " + names +
-                                  ")");
+                                  ")" + did_you_mean(name, known_names));
     }
   }
   Params p;
@@ -61,7 +67,9 @@ Params Params::resolve(const std::vector<ParamSpec>& specs, const std::map<std::
     auto it = given.find(s.name);
     Value v = it == given.end() ? s.def : it->second;
     const auto bad = [&](const std::string& why) {
-      return std::invalid_argument(s.name + ": " + why + " " + to_string(v) + " (allowed: " + s.allowed() + ")");
+      const auto* str = std::get_if<std::string>(&v);
+      const std::string hint = s.type == ParamSpec::Type::choice && str ? did_you_mean(*str, s.choices) : "";
+      return std::invalid_argument(s.name + ": " + why + " " + to_string(v) + " (allowed: " + s.allowed() + ")" + hint);
     };
     switch (s.type) {
       case ParamSpec::Type::boolean:

@@ -248,13 +248,38 @@ int runs_in_flight() {
   return int(reg.runs.size());
 }
 
-RunResult run(const std::string& scenario_name, const std::map<std::string, Value>& given, const RunOptions& opt) {
-  const ScenarioDef& def = find_scenario(scenario_name);
+std::map<std::string, Value> with_lock_params(const ScenarioDef& def, std::map<std::string, Value> given,
+                                              const LockConfig& locks) {
+  for (const auto& [cls, param] : def.lock_params) {
+    const auto over = locks.overrides().find(cls);
+    if (over == locks.overrides().end()) continue;
+    const std::string kind(to_string(over->second));
+    const auto it = given.find(param);
+    if (it == given.end()) {
+      given[param] = kind;
+      continue;
+    }
+    const auto* value = std::get_if<std::string>(&it->second);
+    if (value && *value != kind)
+      throw std::invalid_argument(param + ": '" + *value + "' conflicts with locks['" + cls + "']='" + kind +
+                                  "' (scenario '" + def.name + "' takes the kind of lock class '" + cls +
+                                  "' from its parameter " + param + "; give one of them, or the same kind in both)");
+  }
+  return given;
+}
+
+Params check_run(const std::string& scenario, const std::map<std::string, Value>& given, const RunOptions& opt) {
+  const ScenarioDef& def = find_scenario(scenario);
   if (opt.grow && def.size_param.empty())
     throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
   opt.validate();
-  std::map<std::string, Value> params = given;
-  Params resolved = Params::resolve(def.params, params, def.name);
+  return Params::resolve(def.params, with_lock_params(def, given, opt.locks), def.name);
+}
+
+RunResult run(const std::string& scenario_name, const std::map<std::string, Value>& given, const RunOptions& opt) {
+  Params resolved = check_run(scenario_name, given, opt);
+  const ScenarioDef& def = find_scenario(scenario_name);
+  std::map<std::string, Value> params = resolved.values();
   std::unique_ptr<Scenario> sc = def.make(resolved);
   RunResult r = run_scenario(*sc, def.name, resolved, opt);
   r.provenance.emplace_back("kernel", def.kernel);

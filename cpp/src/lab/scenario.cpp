@@ -1,6 +1,8 @@
 // The list of scenarios, in the order `al.scenarios()` shows them.
 #include <stdexcept>
 
+#include "alloclab/base/suggest.hpp"
+
 #include "scenarios/scenarios.hpp"
 
 namespace alloclab {
@@ -29,8 +31,13 @@ const ScenarioDef& find_scenario(const std::string& name) {
   for (const auto& d : scenarios())
     if (d.name == name) return d;
   std::string names;
-  for (const auto& d : scenarios()) names += (names.empty() ? "" : ", ") + d.name;
-  throw std::invalid_argument("scenario: unknown scenario '" + name + "' (available: " + names + ")");
+  std::vector<std::string> known;
+  for (const auto& d : scenarios()) {
+    names += (names.empty() ? "" : ", ") + d.name;
+    known.push_back(d.name);
+  }
+  throw std::invalid_argument("scenario: unknown scenario '" + name + "' (available: " + names + ")" +
+                              did_you_mean(name, known));
 }
 
 }  // namespace alloclab

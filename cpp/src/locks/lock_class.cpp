@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "alloclab/base/suggest.hpp"
+
 namespace alloclab {
 
 namespace {
@@ -57,9 +59,13 @@ LockKind parse_lock_kind(std::string_view name, std::string_view param) {
   for (const auto& i : kKinds)
     if (i.name == name) return i.kind;
   std::string allowed;
-  for (const auto& i : kKinds) allowed += (allowed.empty() ? "" : ", ") + std::string(i.name);
+  std::vector<std::string> known;
+  for (const auto& i : kKinds) {
+    allowed += (allowed.empty() ? "" : ", ") + std::string(i.name);
+    known.emplace_back(i.name);
+  }
   throw std::invalid_argument(std::string(param) + ": unknown lock kind '" + std::string(name) +
-                              "' (allowed: " + allowed + ")");
+                              "' (allowed: " + allowed + ")" + did_you_mean(name, known));
 }
 
 static std::vector<LockClassDef>& catalogue() {
@@ -92,8 +98,13 @@ std::string_view to_string(LockNature n) {
 static const LockClassDef& require_class(std::string_view cls) {
   if (const auto* c = find_lock_class(cls)) return *c;
   std::string allowed;
-  for (const auto& c : catalogue()) allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
-  throw std::invalid_argument("locks: unknown lock class '" + std::string(cls) + "' (known classes: " + allowed + ")");
+  std::vector<std::string> known;
+  for (const auto& c : catalogue()) {
+    allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
+    known.emplace_back(c.name);
+  }
+  throw std::invalid_argument("locks: unknown lock class '" + std::string(cls) + "' (known classes: " + allowed + ")" +
+                              did_you_mean(cls, known));
 }
 
 void LockConfig::set(std::string_view cls, std::string_view kind) {

@@ -17,6 +17,10 @@ Create ``python/alloclab/studies/<name>.py``. Every module of this package whose
     a DataFrame of the figures the seed published (empty when there are none; never invent any). Each row names
     where its figures come from in ``source`` (the seed file, or a public source) and quotes that source's line
     verbatim in ``source_quote``; every float figure of the row appears as a number in its quote.
+``ESTIMATED_S``
+    how long ``alloclab reproduce NAME`` takes, ``{"quick": seconds, "full": seconds}``: the ``elapsed_s`` a
+    ``reproduce`` run recorded in its ``meta.json``, on the host the comment beside it names; ``None`` where it
+    was not measured (the listing prints ``?`` then, and for a study without ``ESTIMATED_S``).
 ``run(quick: bool, out_dir: Path, progress: bool) -> StudyResult``
     runs the sweep(s) (small sizes when ``quick``, see :func:`alloclab.config.sized`), writes its PNG plots
     into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`
@@ -56,6 +60,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._catalogue import did_you_mean
 from ..topology import Topology
 
 __all__ = [
@@ -111,6 +116,7 @@ class Study:
         published: ``PUBLISHED`` (an empty DataFrame when the module has none).
         run: the module's ``run(quick, out_dir, progress)``.
         module: the module's import name.
+        estimated_s: ``ESTIMATED_S`` (``{"quick": s, "full": s}``; empty when the module has none).
     """
 
     name: str
@@ -120,6 +126,12 @@ class Study:
     published: pd.DataFrame
     run: Callable[[bool, Path, bool], StudyResult]
     module: str
+    estimated_s: dict[str, float | None] = field(default_factory=dict)
+
+    def estimate(self) -> str:
+        """The estimated times for the listing, e.g. ``"quick ~5 min, full ~20 min"`` (``"full ?"`` where none is
+        declared)."""
+        return ", ".join(f"{mode} {_duration(self.estimated_s.get(mode))}" for mode in ("quick", "full"))
 
 
 @dataclass
@@ -185,7 +197,10 @@ def find(name: str) -> Study:
     if len(matches) > 1:
         raise ValueError(f"study: {name!r} is run by several studies: {', '.join(s.name for s in matches)}")
     hint = f"; broken modules: {', '.join(broken)}" if broken else ""
-    raise ValueError(f"study: unknown study {name!r} (available: {', '.join(studies) or 'none'}{hint})")
+    names = dict.fromkeys([*studies, *(sc for s in studies.values() for sc in s.scenarios)])
+    raise ValueError(
+        f"study: unknown study {name!r} (available: {', '.join(studies) or 'none'}{hint})" + did_you_mean(name, names)
+    )
 
 
 def new_run_dir(root: str | Path, name: str) -> Path:
@@ -306,7 +321,19 @@ def _study_of(module: ModuleType) -> Study:
         published=published,
         run=module.run,
         module=module.__name__,
+        estimated_s=dict(getattr(module, "ESTIMATED_S", {})),
     )
+
+
+def _duration(seconds: float | None) -> str:
+    """``None`` -> ``"?"``; else ``~`` and seconds below two minutes, minutes below two hours, then hours."""
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"~{seconds:.0f} s"
+    if seconds < 7200:
+        return f"~{seconds / 60:.0f} min"
+    return f"~{seconds / 3600:.1f} h"
 
 
 def format_error(exc: BaseException) -> str:

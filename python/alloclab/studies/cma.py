@@ -43,6 +43,9 @@ NAME = "cma_per_area_lock"
 TITLE = "CMA: global cma_mutex vs per-area cma->alloc_mutex, 1-4 regions (the 7/14/21 s vs 7/8/7 s table)"
 SCENARIOS = ("cma_concurrent",)
 SEED = "cma-per-area-lock"
+#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
+#: 2026-12-01; None: not measured yet.
+ESTIMATED_S = {"quick": 5.2, "full": None}
 
 #: Where the CMA figures come from: the seed's table of each terminal's ``time`` (seconds, "~" in the mail).
 _SOURCE = "cma-per-area-lock.mbox.txt (Ge Yang, v2 cover letter)"

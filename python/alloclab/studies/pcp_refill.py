@@ -40,6 +40,9 @@ NAME = "pcp_refill"
 TITLE = "pcp refill: check_pcp_refill in zone->lock vs after it vs off, orders 9 and 0, threads 1..host CPUs"
 SCENARIOS = ("pcp_refill",)
 SEED = "pcp-refill-check-outside-lock"
+#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
+#: 2026-12-01; None: not measured yet.
+ESTIMATED_S = {"quick": 2.3, "full": 82}
 
 CHECKS = ("in_lock", "after_unlock", "off")
 MIN_TIME_S = 0.02

@@ -49,6 +49,9 @@ NAME = "shmem_prealloc"
 TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs modern (the 20/12/10.5 s table)"
 SCENARIOS = ("shmem_fault",)
 SEED = "shmem-prealloc-fault"
+#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
+#: 2026-12-01; None: not measured yet.
+ESTIMATED_S = {"quick": 5.2, "full": None}
 
 VARIANTS = ("lock_twice", "prealloc", "ramfs", "modern")
 PATTERNS = ("disjoint", "overlap")

@@ -27,6 +27,9 @@ NAME = "virtual_vs_real"
 TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
+#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
+#: 2026-12-01; None: not measured yet.
+ESTIMATED_S = {"quick": 28, "full": None}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "alloclab/base/suggest.hpp"
+
 namespace alloclab {
 
 template <class E>
@@ -39,7 +41,7 @@ struct EnumNames {
     std::string allowed;
     for (const EnumName<E>& n : names) allowed += (allowed.empty() ? "'" : ", '") + std::string(n.name) + "'";
     throw std::invalid_argument(std::string(param) + ": invalid value '" + std::string(name) + "' (allowed: one of " +
-                                allowed + ")");
+                                allowed + ")" + did_you_mean(name, list()));
   }
   // Every name, in table order: a choice parameter's allowed values.
   std::vector<std::string> list() const {

@@ -74,6 +74,19 @@ struct RunOptions {
   void validate() const;
 };
 
+// The parameters a run of `def` gets from `given` and the lock overrides `locks`: a parameter that picks a lock class's
+// kind (ScenarioDef::lock_params) takes the override's kind when it is not given, so the result records the kind that
+// ran. Throws std::invalid_argument when both are given and differ (lock=spin with locks={lock_zoo: ticket}): a
+// conflict, never a run relabelled.
+std::map<std::string, Value> with_lock_params(const ScenarioDef& def, std::map<std::string, Value> given,
+                                              const LockConfig& locks);
+
+// What run() checks before it builds anything, and run() starts with it: the scenario exists, the options are valid
+// (RunOptions::validate, `grow` needs a size parameter), with_lock_params(), and the parameters fit the declaration
+// (Params::resolve). Returns the resolved parameters; throws std::invalid_argument. What only building and placing
+// the run finds (memory, combinations a scenario refuses, workers that do not fit the model) it leaves to run().
+Params check_run(const std::string& scenario, const std::map<std::string, Value>& given, const RunOptions& opt);
+
 // Looks the scenario up, validates `params` against its declaration, builds it and runs it.
 RunResult run(const std::string& scenario, const std::map<std::string, Value>& params, const RunOptions& opt);
 

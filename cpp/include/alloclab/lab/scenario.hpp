@@ -273,6 +273,9 @@ struct ScenarioDef {
   // The kernel version whose code paths and rules (pcp batch/high, where check_new_pages runs, ...) the scenario
   // runs by default, and which rules those are; the runner records it in the provenance as `kernel`.
   std::string kernel;
+  // Lock class -> the parameter that picks its kind (lock_zoo: class "lock_zoo", parameter "lock"). A run's lock
+  // override of such a class and the parameter name one thing: see with_lock_params() (runner.hpp).
+  std::map<std::string, std::string> lock_params = {};
 };
 
 const std::vector<ScenarioDef>& scenarios();

@@ -167,7 +167,8 @@ ScenarioDef lock_zoo_scenario() {
           "iterations",
           1,
           {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}},
-          "none: a lock benchmark, not a kernel path"};
+          "none: a lock benchmark, not a kernel path",
+          {{"lock_zoo", "lock"}}};
 }
 
 }  // namespace alloclab
