@@ -193,14 +193,14 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
 
     Args:
         quick: headline at 1/2048 and 1/1024 of the pools (seconds; deterministic) instead of 1/64, 1/32 and 1/16
-            (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios and 3 repeats instead
-            of 25,600 (the seed's 50G) and 5, and only the points whose workers (nodes x multiplier) fit the host's
+            (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios instead of 25,600 (the
+            seed's 50G), 5 repeats either way, and only the points whose workers (nodes x multiplier) fit the host's
             PUs.
         out_dir: where the PNG plots and the headline tables go.
         progress: show the sweep's progress bar.
     """
     pages = sized(25_600, 1_024, quick_mode=quick)
-    repeats = sized(5, 3, quick_mode=quick)
+    repeats = stats.MIN_REPEATS
     parts = []
     for nodes in NODES:
         multipliers = [k for k in MULTIPLIERS if not quick or fits_host(nodes * k)]
