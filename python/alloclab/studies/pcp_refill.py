@@ -10,6 +10,10 @@ Ours: the ``pcp_refill`` scenario on the host's own CPUs, one model CPU per work
 CPUs as the host, threads 1..host PUs, both orders, the three check placements, interleaved repeats. Beside the
 time per allocation the table carries what no clock can blur: zone->lock acquisitions (which the scenario checks
 against its formula), the struct pages read under zone->lock, and lock_stat's wait and hold for zone->lock.
+
+Virtual part: the seed's core counts (1-24, on socket 0 of ``xeon-gold-6252-2s``), orders 9 and 0, default and
+patch, ``costs="table"``, one run per point; ``projected["patch_vs_default"]`` puts it between the seed's table and
+the real runs (no real cells above the host's PUs).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
@@ -33,6 +38,7 @@ from . import (
     lockstat_cost,
     measure,
     measurement_notes,
+    projected,
     timed,
 )
 
@@ -42,7 +48,16 @@ SCENARIOS = ("pcp_refill",)
 SEED = "pcp-refill-check-outside-lock"
 
 CHECKS = ("in_lock", "after_unlock", "off")
+#: The pilot grows the block count until the fastest point lasts this long (quick: the shorter one).
 MIN_TIME_S = 0.02
+QUICK_MIN_TIME_S = 0.005
+#: The seed's machine (``profiles/xeon-gold-6252-2s.toml``): its CPUs 0-23 are socket 0, where the seed pinned its
+#: threads, and a virtual run's worker i runs on CPU i.
+MACHINE = "xeon-gold-6252-2s"
+#: Blocks per worker by order of the quick virtual part (the full one: the real part's 512 and 32,768).
+VIRTUAL_COUNTS_QUICK = {9: 16, 0: 1_024}
+#: The placements the seed's claim compares: the default (v6.2) and the patch.
+CLAIM_CHECKS = ("in_lock", "after_unlock")
 #: The seed's words for our check placements.
 SEED_NAMES = {"in_lock": "default", "after_unlock": "patch", "off": "no-check"}
 
@@ -99,42 +114,107 @@ def host_threads() -> list[int]:
 
 
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep threads x check for order 9 and order 0, tabulate beside the seed and draw the plots.
+    """The seed's table projected onto its machine (virtual), then threads x check for order 9 and order 0 on this
+    host (real); tabulate published | virtual | real and draw the plots.
 
     Args:
-        quick: 32 order-9 / 2,048 order-0 blocks per worker and 2 repeats (seconds) instead of 512 / 32,768 and 5.
+        quick: virtual: 16 order-9 / 1,024 order-0 blocks per worker instead of 512 / 32,768; real: 32 / 2,048
+            blocks at first instead of 512 / 32,768 (either grown by :func:`pilot_count`), 5 repeats.
         out_dir: where the PNG plots go.
         progress: show the sweeps' progress bars.
     """
     threads = host_threads()
     topology = f"node:1 core:{max(threads)} pu:1"  # one model CPU (and pcp) per worker, the same for every point
-    repeats = sized(5, 3, quick_mode=quick)
+    repeats = sized(5, stats.MIN_REPEATS, quick_mode=quick)
     counts = {9: sized(512, 32, quick_mode=quick), 0: sized(32_768, 2_048, quick_mode=quick)}
-    result = sweep_orders(counts, threads, repeats, topology, progress, grow=not quick)
+    virtual = virtual_runs(sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick))
+    min_time_s = sized(MIN_TIME_S, QUICK_MIN_TIME_S, quick_mode=quick)
+    result = sweep_orders(counts, threads, repeats, topology, progress, min_time_s)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
     notes = [
-        f"host: {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
-        f"order 9: {counts[9]}, order 0: {counts[0]}"
-        + ("" if quick else f" at first, grown until a run lasts {MIN_TIME_S} s"),
+        f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), blocks per worker: order 9: "
+        f"{int(virtual.loc[virtual['order'] == 9, 'count'].iloc[0])}, order 0: "
+        f"{int(virtual.loc[virtual['order'] == 0, 'count'].iloc[0])}",
+        f"real: host {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
+        f"order 9: {counts[9]}, order 0: {counts[0]} at first, grown by a pilot run until one worker without the "
+        f"check lasts {min_time_s} s (the actual counts are in data.csv)",
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
     ]
     notes += measurement_notes(result)
-    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology})
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology},
+                       projected={"patch_vs_default": projection(virtual, table)})  # fmt: skip
+
+
+def virtual_runs(counts: dict[int, int]) -> pd.DataFrame:
+    """One virtual run (``costs="table"``: the run is the figure) per order, seed core count and check placement
+    of the seed's claim (default and patch) on :data:`MACHINE`.
+
+    Args:
+        counts: blocks per worker by order.
+
+    Returns:
+        ``order, threads, check, count, ns_per_alloc, zone_lock_acquisitions, lock_counts_exact``.
+    """
+    rows = []
+    for order, count in counts.items():
+        for threads in _CORES:
+            for check in CLAIM_CHECKS:
+                r = run_once("pcp_refill", clock="virtual", machine=MACHINE, costs="table", threads=threads,
+                             order=order, count=count, check=check)  # fmt: skip
+                s = r.summary
+                rows.append({"order": order, "threads": threads, "check": check, "count": count,
+                             "ns_per_alloc": float(s["ns_per_alloc"]),
+                             "zone_lock_acquisitions": int(s["zone_lock_acquisitions"]),
+                             "lock_counts_exact": bool(s["lock_counts_exact"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def claim_figures(runs: pd.DataFrame) -> pd.DataFrame:
+    """``order, threads, default_ns, patch_ns, patch_over_default`` from one ``ns_per_alloc`` per (order, check,
+    threads): the columns of the seed's claim."""
+    wide = runs.pivot_table(index=["order", "threads"], columns="check", values="ns_per_alloc").reset_index()
+    return pd.DataFrame({"order": wide["order"], "threads": wide["threads"], "default_ns": wide["in_lock"],
+                         "patch_ns": wide["after_unlock"],
+                         "patch_over_default": wide["after_unlock"] / wide["in_lock"]})  # fmt: skip
+
+
+def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per (order, cores): default and patch ns per allocation and patch / default (the
+    real ratio is the comparison's finding, a ratio only when significant)."""
+    real = table[table["check"].isin(CLAIM_CHECKS)]
+    real_ratio = real[real["check"] == "after_unlock"].set_index(["order", "threads"])["vs_in_lock"]
+    real = claim_figures(real).drop(columns="patch_over_default").join(real_ratio.rename("patch_over_default"),
+                                                                          on=["order", "threads"])  # fmt: skip
+    return projected(["order", "threads"], published=claim_figures(PUBLISHED[PUBLISHED["check"].isin(CLAIM_CHECKS)]),
+                     virtual=claim_figures(virtual), real=real, workers=lambda row: int(row["threads"]))  # fmt: skip
 
 
 def sweep_orders(
-    counts: dict[int, int], threads: list[int], repeats: int, topology: str, progress: bool, grow: bool = True
+    counts: dict[int, int],
+    threads: list[int],
+    repeats: int,
+    topology: str,
+    progress: bool,
+    min_time_s: float = MIN_TIME_S,
 ) -> SweepResult:
     """One sweep per order (their block counts differ), joined into one :class:`SweepResult`. ns per allocation
-    is a rate: with ``grow`` each run may grow its block count until it lasts ``MIN_TIME_S`` (quick mode does not:
-    its runs are flagged too short, and say n.s.)."""
+    is a rate: each order's block count is first grown by :func:`pilot_count` so that its fastest point lasts
+    ``min_time_s``, and every run of the sweep takes that count (one pilot instead of growing every run)."""
     return join([measure("pcp_refill", grid={"check": list(CHECKS), "threads": threads}, repeats=repeats,
-                         topology=topology, progress=progress, order=order, count=count, min_time_s=MIN_TIME_S,
-                         grow=grow)
+                         topology=topology, progress=progress, order=order,
+                         count=pilot_count(order, count, topology, min_time_s), min_time_s=min_time_s)
                  for order, count in counts.items()])  # fmt: skip
+
+
+def pilot_count(order: int, count: int, topology: str, min_time_s: float) -> int:
+    """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``min_time_s``: ``count``
+    grown by one real pilot run (Google Benchmark's rule)."""
+    pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
+                     min_time_s=min_time_s, grow=True)  # fmt: skip
+    return int(pilot.params["count"])
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
