@@ -48,9 +48,8 @@ SCENARIOS = ("pcp_refill",)
 SEED = "pcp-refill-check-outside-lock"
 
 CHECKS = ("in_lock", "after_unlock", "off")
-#: The pilot grows the block count until the fastest point lasts this long (quick: the shorter one).
+#: The pilot grows the block count until the fastest point lasts this long (not in quick mode).
 MIN_TIME_S = 0.02
-QUICK_MIN_TIME_S = 0.005
 #: The seed's machine (``profiles/xeon-gold-6252-2s.toml``): its CPUs 0-23 are socket 0, where the seed pinned its
 #: threads, and a virtual run's worker i runs on CPU i.
 MACHINE = "xeon-gold-6252-2s"
@@ -119,7 +118,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
 
     Args:
         quick: virtual: 16 order-9 / 1,024 order-0 blocks per worker instead of 512 / 32,768; real: 32 / 2,048
-            blocks at first instead of 512 / 32,768 (either grown by :func:`pilot_count`), 5 repeats.
+            blocks, not grown, instead of 512 / 32,768 grown by :func:`pilot_count`; 5 repeats.
         out_dir: where the PNG plots go.
         progress: show the sweeps' progress bars.
     """
@@ -128,17 +127,21 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     repeats = sized(5, stats.MIN_REPEATS, quick_mode=quick)
     counts = {9: sized(512, 32, quick_mode=quick), 0: sized(32_768, 2_048, quick_mode=quick)}
     virtual = virtual_runs(sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick))
-    min_time_s = sized(MIN_TIME_S, QUICK_MIN_TIME_S, quick_mode=quick)
-    result = sweep_orders(counts, threads, repeats, topology, progress, min_time_s)
+    result = sweep_orders(counts, threads, repeats, topology, progress, grow=not quick)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
+    sizing = (
+        f" (quick: not grown, so runs shorter than {MIN_TIME_S} s are flagged and compare n.s.)"
+        if quick
+        else f" at first, grown by a pilot run until one worker without the check lasts {MIN_TIME_S} s (the counts "
+        "run are in data.csv)"
+    )
     notes = [
         f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), blocks per worker: order 9: "
         f"{int(virtual.loc[virtual['order'] == 9, 'count'].iloc[0])}, order 0: "
         f"{int(virtual.loc[virtual['order'] == 0, 'count'].iloc[0])}",
         f"real: host {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
-        f"order 9: {counts[9]}, order 0: {counts[0]} at first, grown by a pilot run until one worker without the "
-        f"check lasts {min_time_s} s (the actual counts are in data.csv)",
+        f"order 9: {counts[9]}, order 0: {counts[0]}{sizing}",
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
@@ -193,27 +196,24 @@ def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_orders(
-    counts: dict[int, int],
-    threads: list[int],
-    repeats: int,
-    topology: str,
-    progress: bool,
-    min_time_s: float = MIN_TIME_S,
+    counts: dict[int, int], threads: list[int], repeats: int, topology: str, progress: bool, grow: bool = True
 ) -> SweepResult:
     """One sweep per order (their block counts differ), joined into one :class:`SweepResult`. ns per allocation
-    is a rate: each order's block count is first grown by :func:`pilot_count` so that its fastest point lasts
-    ``min_time_s``, and every run of the sweep takes that count (one pilot instead of growing every run)."""
+    is a rate: with ``grow`` each order's block count is first grown by :func:`pilot_count` so that its fastest
+    point lasts ``MIN_TIME_S``, and every run of the sweep takes that count (one pilot instead of growing every
+    run); without it (quick mode) the runs keep ``counts``, are flagged too short and compare n.s. (on a loaded
+    2-PU host, grown 2-thread runs spend seconds each waiting for a preempted lock holder)."""
     return join([measure("pcp_refill", grid={"check": list(CHECKS), "threads": threads}, repeats=repeats,
                          topology=topology, progress=progress, order=order,
-                         count=pilot_count(order, count, topology, min_time_s), min_time_s=min_time_s)
+                         count=pilot_count(order, count, topology) if grow else count, min_time_s=MIN_TIME_S)
                  for order, count in counts.items()])  # fmt: skip
 
 
-def pilot_count(order: int, count: int, topology: str, min_time_s: float) -> int:
-    """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``min_time_s``: ``count``
+def pilot_count(order: int, count: int, topology: str) -> int:
+    """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``MIN_TIME_S``: ``count``
     grown by one real pilot run (Google Benchmark's rule)."""
     pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
-                     min_time_s=min_time_s, grow=True)  # fmt: skip
+                     min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
     return int(pilot.params["count"])
 
 
