@@ -405,22 +405,24 @@ def failure_notes(*runs: pd.DataFrame) -> list[str]:
     return [f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}"] if len(failed) else []
 
 
-def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, **fixed: Any):
+def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, quick: bool = False, **fixed: Any):
     """A study's sweep: ``repeats`` timed runs of every configuration without lock_stat, interleaved, then one
     lock_stat run of each for the counts (rows with ``lockstat=True``); a run whose workers did not run together
-    is tried up to twice more. Returns the ``SweepResult``.
+    is tried up to twice more, except in quick mode (on a loaded host nearly every 2-worker run is, and a retry
+    mostly is too: quick runs keep their flags). Returns the ``SweepResult``.
 
     Args:
         scenario: the scenario.
         grid: the sweep's grid.
         repeats: timed repeats per configuration.
         progress: show the progress bar.
+        quick: the study runs in quick mode (no retries).
         **fixed: fixed parameters and run options (e.g. ``topology``).
     """
     from ..sweep import sweep
 
     return sweep(scenario, grid=grid, repeats=repeats, progress=progress, detail=True, lockstat=False,
-                 lockstat_repeats=1, retries=2, **fixed)  # fmt: skip
+                 lockstat_repeats=1, retries=0 if quick else 2, **fixed)  # fmt: skip
 
 
 def join(parts: Sequence[Any]):

@@ -108,11 +108,11 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     virtual = virtual_runs(size["virtual_pages_per_region"])
     regions = [r for r in REGIONS if not quick or fits_host(r)]
     result = measure("cma_concurrent", grid={"regions": regions, "alloc_mutex": list(VARIANTS)},
-                     repeats=size["repeats"], topology=TOPOLOGY, progress=progress,
+                     repeats=size["repeats"], topology=TOPOLOGY, progress=progress, quick=quick,
                      pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(result, SweepResult)
     files_regions = files_regions_for_host()
-    files = measure("cma_concurrent", grid={"files": ["shared", "per_area"]}, repeats=size["repeats"],
+    files = measure("cma_concurrent", grid={"files": ["shared", "per_area"]}, repeats=size["repeats"], quick=quick,
                     topology=TOPOLOGY, progress=progress, regions=files_regions, alloc_mutex="per_area",
                     pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(files, SweepResult)

@@ -228,7 +228,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         multipliers = [k for k in MULTIPLIERS if not quick or fits_host(nodes * k)]
         if multipliers:
             parts.append(measure("hugetlb_boot", grid={"topology": [model(nodes)], "multiplier": multipliers},
-                                 repeats=repeats, progress=progress, pages=pages))  # fmt: skip
+                                 repeats=repeats, progress=progress, quick=quick, pages=pages))  # fmt: skip
     result = join(parts)
     table = summarize(result.runs)
     host_pus = int(result.meta.get("provenance", {}).get("host_pus", 0) or os.cpu_count() or 1)

@@ -51,7 +51,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     threads = [t for t in THREADS if not quick or fits_host(t)]
     # A rate: each run may grow its iterations until it lasts min_time_s (Google Benchmark's rule).
     result = measure("lock_zoo", grid={"lock": kinds, "threads": threads}, repeats=repeats, progress=progress,
-                     iterations=iterations, hold_ns=HOLD_NS, min_time_s=min_time_s, grow=True)  # fmt: skip
+                     quick=quick, iterations=iterations, hold_ns=HOLD_NS, min_time_s=min_time_s, grow=True)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs, kinds)
     plots = draw(result, out_dir)

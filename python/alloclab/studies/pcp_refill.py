@@ -204,7 +204,7 @@ def sweep_orders(
     run); without it (quick mode) the runs keep ``counts``, are flagged too short and compare n.s. (on a loaded
     2-PU host, grown 2-thread runs spend seconds each waiting for a preempted lock holder)."""
     return join([measure("pcp_refill", grid={"check": list(CHECKS), "threads": threads}, repeats=repeats,
-                         topology=topology, progress=progress, order=order,
+                         topology=topology, progress=progress, quick=not grow, order=order,
                          count=pilot_count(order, count, topology) if grow else count, min_time_s=MIN_TIME_S)
                  for order, count in counts.items()])  # fmt: skip
 

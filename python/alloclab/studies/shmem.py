@@ -133,7 +133,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     size = sizes(quick)
     threads = threads_for_host()
     result = measure("shmem_fault", grid={"pattern": list(PATTERNS), "threads": threads, "variant": list(VARIANTS)},
-                     repeats=size["repeats"], progress=progress, pages_per_thread=size["pages_per_thread"])  # fmt: skip
+                     repeats=size["repeats"], progress=progress, quick=quick,
+                     pages_per_thread=size["pages_per_thread"])  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, table, out_dir)

@@ -131,8 +131,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     bounces = list(sized(BOUNCE_NS, BOUNCE_NS[:1], quick_mode=quick))
     grid = {"pattern": list(PATTERNS), "vmap_nodes": list(SHAPES), "busy_lock": ["twice", "once"],
             "threads": threads_axis(), "bounce_ns": bounces}  # fmt: skip
-    result = measure("vmalloc_stress", grid=grid, repeats=repeats, topology=MODEL, progress=progress, ops=ops,
-                     lazy_max_pages=lazy_max_pages)  # fmt: skip
+    result = measure("vmalloc_stress", grid=grid, repeats=repeats, topology=MODEL, progress=progress, quick=quick,
+                     ops=ops, lazy_max_pages=lazy_max_pages)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
