@@ -419,6 +419,9 @@ def _reproduce(
             print(f"   FAILED: {studies.format_error(exc)}", file=sys.stderr)
             continue
         print(_indent(_fmt(done.result.table)))
+        for name, table in done.result.projected.items():
+            print(f"   {name}: published | virtual | real")
+            print(_indent(_fmt(table), 6))
         if len(study.published):
             print("   published by the seed:")
             print(_indent(_fmt(study.published), 6))

@@ -122,3 +122,20 @@ def test_lock_zoo_table_marks_oversubscription(tmp_path):
     assert table.loc[table["lock"] == "mcs", "vs_spin"].str.startswith("n.s.").all()
     # wait_per_hold comes from the lock_stat runs: measured even though the timed runs had lock_stat off.
     assert table["wait_per_hold"].notna().all()
+
+
+def test_projected_puts_published_virtual_and_real_side_by_side():
+    published = pd.DataFrame({"threads": [24], "ratio": [0.1]})
+    virtual = pd.DataFrame({"threads": [1, 24], "ratio": [1.0, 0.2], "ns": [5.0, 9.0]})
+    real = pd.DataFrame({"threads": [1], "ratio": ["n.s. (p=0.3)"]})
+    table = studies.projected(["threads"], published=published, virtual=virtual, real=real,
+                              workers=lambda row: int(row["threads"]))  # fmt: skip
+    assert table.columns.tolist() == ["threads", "published_ratio", "virtual_ratio", "real_ratio", "published_ns",
+                                      "virtual_ns", "real_ns", "real_note"]  # fmt: skip
+    assert table["threads"].tolist() == [1, 24]
+    assert table["real_ratio"].tolist()[0] == "n.s. (p=0.3)" and pd.isna(table["real_ratio"][1])
+    pus = al.Topology.host().pus
+    why = f"not run: 24 workers on {pus} host PUs would be oversubscribed" if pus < 24 else "not run on this host"
+    assert table["real_note"].tolist() == ["", why]
+    with pytest.raises(ValueError, match="real has several rows for one configuration"):
+        studies.projected(["threads"], published=published, virtual=virtual, real=pd.concat([real, real]))

@@ -24,7 +24,9 @@ Create ``python/alloclab/studies/<name>.py``. Every module of this package whose
 ``run(quick: bool, out_dir: Path, progress: bool) -> StudyResult``
     runs the sweep(s) (small sizes when ``quick``, see :func:`alloclab.config.sized`), writes its PNG plots
     into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`
-    helps), ``plots`` (the paths it wrote) and ``data`` (the sweep, ideally a ``SweepResult``).
+    helps), ``plots`` (the paths it wrote), ``data`` (the sweep, ideally a ``SweepResult``) and, for a seed study,
+    ``projected``: the seed's claim per configuration as published | virtual (the seed's machine) | real (this
+    host), each table made by :func:`projected`.
 
 How a study measures (the rules every study here follows)
 ---------------------------------------------------------
@@ -34,8 +36,10 @@ How a study measures (the rules every study here follows)
 * Comparisons go through :func:`alloclab.stats.compare`, and a table shows its ``finding`` column — the ratio
   only when it is significant with enough repeats and clean runs, else ``n.s.`` and why — never a bare ratio.
 * :func:`lockstat_cost` measures, once per process, what lock_stat adds per acquisition; every study notes it.
-* Quick mode keeps the real-clock part to configurations that fit the host's PUs (:func:`fits_host`), and a
-  quick result that points against the seed's claim says so loudly (:func:`against_claim`).
+* Quick mode keeps the real-clock part to configurations that fit the host's PUs (:func:`fits_host`) and small
+  sizes, but still takes the :data:`alloclab.stats.MIN_REPEATS` repeats a comparison needs; its virtual part runs
+  at reduced size with ``costs="table"`` (deterministic: one run per point). A quick result that points against the
+  seed's claim says so loudly (:func:`against_claim`).
 
 The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.csv``, ``published.csv``, the raw
 data (``data.csv`` and, for a ``SweepResult``, ``workers.csv``/``lockstat.csv``) and ``meta.json`` with the
@@ -80,6 +84,7 @@ __all__ = [
     "find",
     "format_error",
     "new_run_dir",
+    "projected",
     "reproduce",
 ]
 
@@ -95,6 +100,8 @@ class StudyResult:
             None saves ``table`` as the data instead.
         notes: lines worth printing under the table (e.g. which points were oversubscribed).
         meta: extra JSON-able entries for ``meta.json``.
+        projected: the seed's claim per configuration, published | virtual | real side by side (each made by
+            :func:`projected`), by name; each is written as ``projected_<name>.csv`` and printed.
     """
 
     table: pd.DataFrame
@@ -102,6 +109,7 @@ class StudyResult:
     data: Any = None
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    projected: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,67 @@ def beside(
     return ours.merge(renamed, on=on, how="left", validate="one_to_one" if len(on) else None)
 
 
+#: The three sources of a projected table, in the order its columns show them.
+SOURCES = ("published", "virtual", "real")
+
+
+def projected(
+    on: Sequence[str],
+    *,
+    published: pd.DataFrame,
+    virtual: pd.DataFrame,
+    real: pd.DataFrame,
+    workers: Callable[[pd.Series], int] | None = None,
+) -> pd.DataFrame:
+    """The seed's claim per configuration: published | virtual | real side by side, one table shape for every study.
+
+    Each frame holds the key columns ``on`` and figure columns named alike across the frames (e.g. ``ratio``); a
+    frame may lack a figure (the seed published no such number, the host cannot measure it). A real figure that
+    compares variants is the :func:`alloclab.stats.compare` finding (see :func:`real_finding`), never a bare ratio.
+
+    Args:
+        on: the configuration keys, e.g. ``["order", "threads"]``.
+        published: the seed's figures (no provenance columns: those stay in ``published.csv``).
+        virtual: ours on the seed's machine, in virtual time (``costs="table"``).
+        real: ours on this host; an optional ``note`` column says what a cell rests on.
+        workers: the configuration's worker count from its key row; a configuration with more workers than the host
+            has PUs has no real row, and ``real_note`` says so (never an oversubscribed figure).
+
+    Returns:
+        One row per configuration of any frame (sorted by the keys), then per figure the columns ``published_<f>``,
+        ``virtual_<f>``, ``real_<f>`` next to each other, then ``real_note``: empty where the real cells hold a
+        figure, else why they are empty.
+    """
+    on = list(on)
+    frames = dict(zip(SOURCES, (published, virtual, real), strict=True))
+    figures: list[str] = []
+    for frame in frames.values():
+        figures += [c for c in frame.columns if c not in on and c != "note" and c not in figures]
+    keys = pd.concat([f[on] for f in frames.values() if len(f)], ignore_index=True).drop_duplicates()
+    out = keys.sort_values(on, kind="stable").reset_index(drop=True)
+    for source, frame in frames.items():
+        cols = [c for c in frame.columns if c not in on]
+        if frame[on].duplicated().any():
+            raise ValueError(f"projected: {source} has several rows for one configuration of {on}")
+        if len(frame):  # an empty frame adds only NaN columns (below): its key columns may have any dtype
+            out = out.merge(frame[[*on, *cols]].rename(columns={c: f"{source}_{c}" for c in cols}), on=on, how="left")
+    columns = [*on, *(f"{s}_{f}" for f in figures for s in SOURCES)]
+    for c in columns:
+        if c not in out:
+            out[c] = np.nan
+    has_real = out[[f"real_{f}" for f in figures]].notna().any(axis=1)
+    note = out["real_note"] if "real_note" in out else pd.Series("", index=out.index)
+    pus = Topology.host().pus
+    why = [
+        str(n) if isinstance(n, str) and n
+        else "" if ok
+        else f"not run: {w} workers on {pus} host PUs would be oversubscribed" if workers and (w := workers(row)) > pus
+        else "not run on this host"
+        for ok, n, (_, row) in zip(has_real, note, out[on].iterrows(), strict=True)
+    ]  # fmt: skip
+    return out[columns].assign(real_note=why)
+
+
 def reproduce(
     study: str | Study, *, quick: bool = False, out: str | Path = "results", progress: bool = True
 ) -> StudyRun:
@@ -278,6 +347,8 @@ def reproduce(
     if not isinstance(result, StudyResult):
         raise TypeError(f"study {study.name}: run() returned {type(result).__name__}, not StudyResult")
     result.table.to_csv(out_dir / "table.csv", index=False)
+    for name, table in result.projected.items():
+        table.to_csv(out_dir / f"projected_{name}.csv", index=False)
     if len(study.published):
         study.published.to_csv(out_dir / "published.csv", index=False)
     plots = [Path(p) for p in result.plots]
@@ -361,22 +432,24 @@ def failure_notes(*runs: pd.DataFrame) -> list[str]:
     return [f"{len(failed)} run(s) did not finish ok; first: {failed['error'].iloc[0]}"] if len(failed) else []
 
 
-def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, **fixed: Any):
+def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, quick: bool = False, **fixed: Any):
     """A study's sweep: ``repeats`` timed runs of every configuration without lock_stat, interleaved, then one
     lock_stat run of each for the counts (rows with ``lockstat=True``); a run whose workers did not run together
-    is tried up to twice more. Returns the ``SweepResult``.
+    is tried up to twice more, except in quick mode (on a loaded host nearly every 2-worker run is, and a retry
+    mostly is too: quick runs keep their flags). Returns the ``SweepResult``.
 
     Args:
         scenario: the scenario.
         grid: the sweep's grid.
         repeats: timed repeats per configuration.
         progress: show the progress bar.
+        quick: the study runs in quick mode (no retries).
         **fixed: fixed parameters and run options (e.g. ``topology``).
     """
     from ..sweep import sweep
 
     return sweep(scenario, grid=grid, repeats=repeats, progress=progress, detail=True, lockstat=False,
-                 lockstat_repeats=1, retries=2, **fixed)  # fmt: skip
+                 lockstat_repeats=1, retries=0 if quick else 2, **fixed)  # fmt: skip
 
 
 def join(parts: Sequence[Any]):

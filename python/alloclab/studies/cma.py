@@ -13,6 +13,10 @@ rules, no ``check_new_pages``; each migration copies its 4 KiB page for real) on
 which tests the hypothesis that the shared page-cache lock explains the seed's 8 s outlier. Beside the times, every
 run checks its lock counts against the documented formula (``lock_counts_exact``), and lock_stat's wait time on the
 mutexes shows the staircase's cause. With more regions than host PUs a run is oversubscribed: the table says so.
+
+Virtual part: the same scenario on the seed's machine (``generic-3node-zen1``: 3 nodes, one area and worker per
+node), 1-3 regions x both variants, ``costs="table"``, one run per point; ``projected["completion"]`` puts it
+between the seed's table and the real runs (regions 3 has no real cells on a 2-PU host).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
@@ -36,6 +41,7 @@ from . import (
     lockstat_cost,
     measure,
     measurement_notes,
+    projected,
     timed,
 )
 
@@ -76,13 +82,19 @@ PUBLISHED = pd.DataFrame(
 VARIANTS = ("global", "per_area")
 REGIONS = (1, 2, 3, 4)
 TOPOLOGY = "node:4 core:1 pu:1"  # one node (and one model CPU) per area, for every region count
+#: The seed's machine (``profiles/generic-3node-zen1.toml``): 3 nodes, area i and its worker on node i.
+MACHINE = "generic-3node-zen1"
+#: Region counts of the virtual part: up to the seed's 3 (one per node of its machine).
+VIRTUAL_REGIONS = (1, 2, 3)
 
 
 def sizes(quick: bool) -> dict[str, int]:
-    """Pages per region and repeats: the scenario's default (about a second per run) or a quick few thousand."""
+    """Pages per region and repeats: the scenario's default (about a second per run) or a quick few thousand, at
+    the fewest repeats a comparison accepts; the virtual part's pages per region (the seed: 2,621,440)."""
     return {
         "pages_per_region": sized(131_072, 4_096, quick_mode=quick),
-        "repeats": sized(5, 3, quick_mode=quick),
+        "repeats": sized(5, stats.MIN_REPEATS, quick_mode=quick),
+        "virtual_pages_per_region": sized(131_072, 1_024, quick_mode=quick),
     }
 
 
@@ -90,26 +102,29 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     """Sweep regions x alloc_mutex, then files shared vs per_area; tabulate beside the seed and draw the plots.
 
     Args:
-        quick: 4,096 pages per region and 3 repeats (seconds) instead of 131,072 and 5, and only the region counts
-            that fit the host's PUs.
+        quick: 1,024 pages per region (virtual) and 4,096 (real) instead of 131,072, and only the region counts that
+            fit the host's PUs.
         out_dir: where the PNG plots go.
         progress: show the sweeps' progress bars.
     """
     size = sizes(quick)
+    virtual = virtual_runs(size["virtual_pages_per_region"])
     regions = [r for r in REGIONS if not quick or fits_host(r)]
     result = measure("cma_concurrent", grid={"regions": regions, "alloc_mutex": list(VARIANTS)},
-                     repeats=size["repeats"], topology=TOPOLOGY, progress=progress,
+                     repeats=size["repeats"], topology=TOPOLOGY, progress=progress, quick=quick,
                      pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(result, SweepResult)
     files_regions = files_regions_for_host()
-    files = measure("cma_concurrent", grid={"files": ["shared", "per_area"]}, repeats=size["repeats"],
+    files = measure("cma_concurrent", grid={"files": ["shared", "per_area"]}, repeats=size["repeats"], quick=quick,
                     topology=TOPOLOGY, progress=progress, regions=files_regions, alloc_mutex="per_area",
                     pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(files, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, files, out_dir)
     notes = [
-        f"model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
+        f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), "
+        f"{size['virtual_pages_per_region']} pages per region",
+        f"real: model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
         f"(the seed: 2,621,440); {size['repeats']} timed repeats, interleaved; load average at the end: "
         f"{load_average()}",
         lockstat_cost(),
@@ -124,7 +139,43 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         data=result,
         notes=notes,
         meta={"topology": TOPOLOGY, "files_comparison": files_table(files).to_dict(orient="records")},
+        projected={"completion": projection(virtual, table)},
     )
+
+
+def virtual_runs(pages_per_region: int) -> pd.DataFrame:
+    """One virtual run (``costs="table"``: the run is the figure) per region count and variant on :data:`MACHINE`.
+
+    Returns:
+        ``regions, alloc_mutex, completion_s`` (each worker's time, sorted), ``fastest_s, slowest_s,
+        ratio_slowest_fastest, lock_counts_exact``.
+    """
+    rows = []
+    for regions in VIRTUAL_REGIONS:
+        for variant in VARIANTS:
+            r = run_once("cma_concurrent", clock="virtual", machine=MACHINE, costs="table", regions=regions,
+                         alloc_mutex=variant, pages_per_region=pages_per_region)  # fmt: skip
+            times = sorted(float(t) for t in r.workers["elapsed_s"])
+            rows.append({"regions": regions, "alloc_mutex": variant, "completion_s": times, "fastest_s": times[0],
+                         "slowest_s": times[-1], "ratio_slowest_fastest": times[-1] / times[0],
+                         "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per (regions, alloc_mutex): completion times sorted, slowest / fastest, and the
+    slowest over global's slowest (the real one is the comparison's finding)."""
+    keys = ["regions", "alloc_mutex"]
+    sorted_s = virtual["completion_s"].map(lambda ts: " / ".join(f"{t:.3g}" for t in ts))
+    virt = virtual.assign(completion_sorted_s=sorted_s)
+    glob = virt[virt["alloc_mutex"] == "global"].set_index("regions")["slowest_s"]
+    virt["slowest_vs_global"] = virt["slowest_s"] / virt["regions"].map(glob)
+    seed_global = PUBLISHED.loc[PUBLISHED["alloc_mutex"] == "global", "slowest_s"].iloc[0]
+    pub = PUBLISHED.assign(slowest_vs_global=PUBLISHED["slowest_s"] / seed_global,
+                           ratio_slowest_fastest=PUBLISHED["slowest_s"] / PUBLISHED["fastest_s"])  # fmt: skip
+    figures = ["completion_sorted_s", "ratio_slowest_fastest", "slowest_vs_global"]
+    return projected(keys, published=pub[[*keys, *figures]], virtual=virt[[*keys, *figures]],
+                     real=table[[*keys, *figures]], workers=lambda row: int(row["regions"]))  # fmt: skip
 
 
 def files_regions_for_host() -> int:

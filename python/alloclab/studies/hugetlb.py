@@ -20,6 +20,9 @@ full size is the seed's 50G case, 25,600 folios), puts our medians beside the pu
 differ with the machine; compare the speedup columns), and answers "what multiplier should the kernel use here?"
 from the data. The seed's machines had dozens of CPUs per node; on a small host most points are *oversubscribed*
 (more workers than host PUs) and marked as such: there, extra threads only share the same CPUs.
+
+The multiplier table also runs in virtual time, each case on its machine (:data:`MULTIPLIER_MACHINES`) at a fraction
+of its pool scaled back up; ``projected`` holds the headline and the multiplier table as published | virtual | real.
 """
 
 from __future__ import annotations
@@ -35,7 +38,18 @@ from .. import plot, stats
 from .._run import run as run_once
 from ..config import sized
 from ..machines import machine as load_machine
-from . import StudyResult, beside, counted, fits_host, join, lockstat_cost, measure, measurement_notes, timed
+from . import (
+    StudyResult,
+    beside,
+    counted,
+    fits_host,
+    join,
+    lockstat_cost,
+    measure,
+    measurement_notes,
+    projected,
+    timed,
+)
 
 NAME = "hugetlb"
 TITLE = "hugetlb_boot: serial vs padata on the seed's two machines (virtual) and multiplier 1-5, beside the seed"
@@ -91,6 +105,14 @@ HEADLINE_FRACTIONS_QUICK = (1 / 2048, 1 / 1024)
 
 MULTIPLIERS = (1, 2, 3, 4, 5)
 NODES = (1, 2, 4)
+#: The machine behind each case of the seed's multiplier table: the headline machine with its node count (the
+#: profiles' descriptions name these rows), and the case's pool in 2 MiB folios (:data:`PUBLISHED_FOLIOS`).
+MULTIPLIER_MACHINES = {"256G": "assumed-xeon8358-2s-128t", "50G": "assumed-xeon8358-2s-128t",
+                       "2T": "assumed-epyc7763-2s-nps2"}  # fmt: skip
+#: The fraction of each case's pool the virtual multiplier runs take, scaled back up (time is linear in the pool:
+#: the headline checks it); the full one is the headline's largest.
+MULTIPLIER_FRACTION = HEADLINE_FRACTIONS[-1]
+MULTIPLIER_FRACTION_QUICK = 1 / 256
 
 
 def model(nodes: int) -> str:
@@ -196,20 +218,20 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
 
     Args:
         quick: headline at 1/2048 and 1/1024 of the pools (seconds; deterministic) instead of 1/64, 1/32 and 1/16
-            (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios and 3 repeats instead
-            of 25,600 (the seed's 50G) and 5, and only the points whose workers (nodes x multiplier) fit the host's
+            (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios instead of 25,600 (the
+            seed's 50G), 5 repeats either way, and only the points whose workers (nodes x multiplier) fit the host's
             PUs.
         out_dir: where the PNG plots and the headline tables go.
         progress: show the sweep's progress bar.
     """
     pages = sized(25_600, 1_024, quick_mode=quick)
-    repeats = sized(5, 3, quick_mode=quick)
+    repeats = stats.MIN_REPEATS
     parts = []
     for nodes in NODES:
         multipliers = [k for k in MULTIPLIERS if not quick or fits_host(nodes * k)]
         if multipliers:
             parts.append(measure("hugetlb_boot", grid={"topology": [model(nodes)], "multiplier": multipliers},
-                                 repeats=repeats, progress=progress, pages=pages))  # fmt: skip
+                                 repeats=repeats, progress=progress, quick=quick, pages=pages))  # fmt: skip
     result = join(parts)
     table = summarize(result.runs)
     host_pus = int(result.meta.get("provenance", {}).get("host_pus", 0) or os.cpu_count() or 1)
@@ -223,7 +245,75 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     head.to_csv(out_dir / "headline.csv", index=False)
     notes = headline_notes(head) + notes
     meta = {"headline": head.to_dict(orient="records")}
-    return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes, meta=meta)
+    fraction = sized(MULTIPLIER_FRACTION, MULTIPLIER_FRACTION_QUICK, quick_mode=quick)
+    virtual = multiplier_runs(fraction)
+    notes.insert(0, f"virtual multiplier table: each case's pool x {fraction:g} on its machine "
+                    f"({', '.join(f'{c}: {m}' for c, m in MULTIPLIER_MACHINES.items())}), costs='table', one run "
+                    "per point (deterministic), ms scaled to the whole pool")  # fmt: skip
+    tables = {"headline": headline_projection(head), "multiplier": multiplier_projection(virtual, table, pages)}
+    return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes, meta=meta,
+                       projected=tables)  # fmt: skip
+
+
+def multiplier_runs(fraction: float) -> pd.DataFrame:
+    """The seed's multiplier table in virtual time: every case (:data:`MULTIPLIER_MACHINES`) at multiplier 1-5,
+    ``fraction`` of its pool, one run per point (``costs="table"``: the run is the figure).
+
+    Returns:
+        ``case, multiplier, machine, pages, nworks, elapsed_ms`` (at ``pages``), ``ms`` (scaled to the case's pool),
+        ``lock_counts_exact``.
+    """
+    rows = []
+    for column, folios in PUBLISHED_FOLIOS.items():
+        case, machine = column[3:], MULTIPLIER_MACHINES[column[3:]]
+        pages = int(round(folios * fraction))
+        for k in MULTIPLIERS:
+            s = run_once("hugetlb_boot", clock="virtual", machine=machine, costs="table", pages=pages,
+                         multiplier=k).summary  # fmt: skip
+            rows.append({"case": case, "multiplier": k, "machine": machine, "pages": pages, "nworks": int(s["nworks"]),
+                         "elapsed_ms": float(s["elapsed_s"]) * 1e3, "ms": float(s["elapsed_s"]) * 1e3 * folios / pages,
+                         "lock_counts_exact": bool(s["lock_counts_exact"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """``case, multiplier, ms, speedup_vs_1``: each case's k = 1 time over its time at k."""
+    first = df.sort_values("multiplier").groupby("case")["ms"].transform("first")
+    return df.assign(speedup_vs_1=first / df["ms"])[["case", "multiplier", "ms", "speedup_vs_1"]]
+
+
+def published_multiplier() -> pd.DataFrame:
+    """The seed's multiplier table as ``case, multiplier, ms`` (one row per published figure)."""
+    return pd.DataFrame([{"case": c[3:], "multiplier": int(r["multiplier"]), "ms": float(r[c])}
+                         for c in PUBLISHED_FOLIOS for _, r in PUBLISHED.dropna(subset=[c]).iterrows()])  # fmt: skip
+
+
+def multiplier_projection(virtual: pd.DataFrame, table: pd.DataFrame, pages: int) -> pd.DataFrame:
+    """Published | virtual | real per (case, multiplier): ms for the case's pool and the speedup over k = 1. Real:
+    the 2-node model's points that fit the host (``pages`` folios, not the case's pool), the speedup as the
+    comparison's finding."""
+    nodes = {c[3:]: int(PUBLISHED.dropna(subset=[c])["nodes"].iloc[0]) for c in PUBLISHED_FOLIOS}
+    fit = table[[fits_host(int(n * k)) for n, k in zip(table["nodes"], table["multiplier"], strict=True)]]
+    real = pd.DataFrame([{"case": case, "multiplier": int(r["multiplier"]), "ms": float(r["elapsed_ms"]),
+                          "speedup_vs_1": r["vs_1"], "note": f"{pages} folios on model '{model(n)}'"}
+                         for case, n in nodes.items() for _, r in fit[fit["nodes"] == n].iterrows()],
+                        columns=["case", "multiplier", "ms", "speedup_vs_1", "note"])  # fmt: skip
+    published = with_speedup(published_multiplier())
+    return projected(["case", "multiplier"], published=published, virtual=with_speedup(virtual), real=real,
+                     workers=lambda row: nodes[row["case"]] * int(row["multiplier"]))  # fmt: skip
+
+
+def headline_projection(head: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per headline machine: serial and parallel ms and the saved share. No real cells:
+    the parallel init runs nodes x 2 workers, more than this host's PUs (and its serial time alone is no claim)."""
+    figures = ["serial_ms", "parallel_ms", "saved_pct"]
+    virtual = head.drop(columns=["serial_ms", "parallel_ms"]).rename(
+        columns={"ours_serial_ms": "serial_ms", "ours_parallel_ms": "parallel_ms", "ours_saved_pct": "saved_pct"}
+    )
+    nodes = dict(zip(head["machine"], head["nodes"], strict=True))
+    return projected(["machine"], published=PUBLISHED_HEADLINE[["machine", *figures]],
+                     virtual=virtual[["machine", *figures]], real=pd.DataFrame(columns=["machine", *figures]),
+                     workers=lambda row: 2 * int(nodes[row["machine"]]))  # fmt: skip
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:

@@ -30,7 +30,9 @@ PUBLISHED = pd.DataFrame({"lock": pd.Series(dtype=str), "threads": pd.Series(dty
                           "acquisitions_per_s": pd.Series(dtype=float)})  # fmt: skip
 
 THREADS = (1, 2, 4)
+#: A run grows until it lasts this long (quick: the shorter one).
 MIN_TIME_S = 0.05
+QUICK_MIN_TIME_S = 0.01
 HOLD_NS = 100
 BASELINE = "spin"
 
@@ -40,22 +42,24 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     the four standard plots.
 
     Args:
-        quick: 20,000 acquisitions per worker and 3 repeats (about a second) instead of 100,000 and 5.
+        quick: 2,000 acquisitions per worker at first, grown until a run lasts ``QUICK_MIN_TIME_S`` (a few seconds
+            in all), instead of 100,000 grown to ``MIN_TIME_S``; the same 5 repeats (a comparison needs them).
         out_dir: where the PNG plots go.
         progress: show the sweep's progress bar.
     """
     kinds = lock_kinds()["kind"].tolist()
-    iterations = sized(100_000, 20_000, quick_mode=quick)
-    repeats = sized(5, 3, quick_mode=quick)
+    iterations = sized(100_000, 2_000, quick_mode=quick)
+    min_time_s = sized(MIN_TIME_S, QUICK_MIN_TIME_S, quick_mode=quick)
+    repeats = stats.MIN_REPEATS
     threads = [t for t in THREADS if not quick or fits_host(t)]
     # A rate: each run may grow its iterations until it lasts min_time_s (Google Benchmark's rule).
     result = measure("lock_zoo", grid={"lock": kinds, "threads": threads}, repeats=repeats, progress=progress,
-                     iterations=iterations, hold_ns=HOLD_NS, min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
+                     quick=quick, iterations=iterations, hold_ns=HOLD_NS, min_time_s=min_time_s, grow=True)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs, kinds)
     plots = draw(result, out_dir)
     over = sorted(table.loc[table["oversubscribed"].fillna(False).astype(bool), "threads"].unique().tolist())
-    notes = [f"{iterations} acquisitions per worker at first, grown until a run lasts {MIN_TIME_S} s; hold "
+    notes = [f"{iterations} acquisitions per worker at first, grown until a run lasts {min_time_s} s; hold "
              f"{HOLD_NS} ns; {repeats} timed repeats (interleaved).",
              lockstat_cost()]  # fmt: skip
     if over:

@@ -10,6 +10,10 @@ Ours: the ``pcp_refill`` scenario on the host's own CPUs, one model CPU per work
 CPUs as the host, threads 1..host PUs, both orders, the three check placements, interleaved repeats. Beside the
 time per allocation the table carries what no clock can blur: zone->lock acquisitions (which the scenario checks
 against its formula), the struct pages read under zone->lock, and lock_stat's wait and hold for zone->lock.
+
+Virtual part: the seed's core counts (1-24, on socket 0 of ``xeon-gold-6252-2s``), orders 9 and 0, default and
+patch, ``costs="table"``, one run per point; ``projected["patch_vs_default"]`` puts it between the seed's table and
+the real runs (no real cells above the host's PUs).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
@@ -33,6 +38,7 @@ from . import (
     lockstat_cost,
     measure,
     measurement_notes,
+    projected,
     timed,
 )
 
@@ -45,7 +51,15 @@ SEED = "pcp-refill-check-outside-lock"
 ESTIMATED_S = {"quick": 2.3, "full": 82}
 
 CHECKS = ("in_lock", "after_unlock", "off")
+#: The pilot grows the block count until the fastest point lasts this long (not in quick mode).
 MIN_TIME_S = 0.02
+#: The seed's machine (``profiles/xeon-gold-6252-2s.toml``): its CPUs 0-23 are socket 0, where the seed pinned its
+#: threads, and a virtual run's worker i runs on CPU i.
+MACHINE = "xeon-gold-6252-2s"
+#: Blocks per worker by order of the quick virtual part (the full one: the real part's 512 and 32,768).
+VIRTUAL_COUNTS_QUICK = {9: 16, 0: 1_024}
+#: The placements the seed's claim compares: the default (v6.2) and the patch.
+CLAIM_CHECKS = ("in_lock", "after_unlock")
 #: The seed's words for our check placements.
 SEED_NAMES = {"in_lock": "default", "after_unlock": "patch", "off": "no-check"}
 
@@ -102,42 +116,109 @@ def host_threads() -> list[int]:
 
 
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep threads x check for order 9 and order 0, tabulate beside the seed and draw the plots.
+    """The seed's table projected onto its machine (virtual), then threads x check for order 9 and order 0 on this
+    host (real); tabulate published | virtual | real and draw the plots.
 
     Args:
-        quick: 32 order-9 / 2,048 order-0 blocks per worker and 2 repeats (seconds) instead of 512 / 32,768 and 5.
+        quick: virtual: 16 order-9 / 1,024 order-0 blocks per worker instead of 512 / 32,768; real: 32 / 2,048
+            blocks, not grown, instead of 512 / 32,768 grown by :func:`pilot_count`; 5 repeats.
         out_dir: where the PNG plots go.
         progress: show the sweeps' progress bars.
     """
     threads = host_threads()
     topology = f"node:1 core:{max(threads)} pu:1"  # one model CPU (and pcp) per worker, the same for every point
-    repeats = sized(5, 3, quick_mode=quick)
+    repeats = sized(5, stats.MIN_REPEATS, quick_mode=quick)
     counts = {9: sized(512, 32, quick_mode=quick), 0: sized(32_768, 2_048, quick_mode=quick)}
+    virtual = virtual_runs(sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick))
     result = sweep_orders(counts, threads, repeats, topology, progress, grow=not quick)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
+    sizing = (
+        f" (quick: not grown, so runs shorter than {MIN_TIME_S} s are flagged and compare n.s.)"
+        if quick
+        else f" at first, grown by a pilot run until one worker without the check lasts {MIN_TIME_S} s (the counts "
+        "run are in data.csv)"
+    )
     notes = [
-        f"host: {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
-        f"order 9: {counts[9]}, order 0: {counts[0]}"
-        + ("" if quick else f" at first, grown until a run lasts {MIN_TIME_S} s"),
+        f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), blocks per worker: order 9: "
+        f"{int(virtual.loc[virtual['order'] == 9, 'count'].iloc[0])}, order 0: "
+        f"{int(virtual.loc[virtual['order'] == 0, 'count'].iloc[0])}",
+        f"real: host {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
+        f"order 9: {counts[9]}, order 0: {counts[0]}{sizing}",
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
     ]
     notes += measurement_notes(result)
-    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology})
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"topology": topology},
+                       projected={"patch_vs_default": projection(virtual, table)})  # fmt: skip
+
+
+def virtual_runs(counts: dict[int, int]) -> pd.DataFrame:
+    """One virtual run (``costs="table"``: the run is the figure) per order, seed core count and check placement
+    of the seed's claim (default and patch) on :data:`MACHINE`.
+
+    Args:
+        counts: blocks per worker by order.
+
+    Returns:
+        ``order, threads, check, count, ns_per_alloc, zone_lock_acquisitions, lock_counts_exact``.
+    """
+    rows = []
+    for order, count in counts.items():
+        for threads in _CORES:
+            for check in CLAIM_CHECKS:
+                r = run_once("pcp_refill", clock="virtual", machine=MACHINE, costs="table", threads=threads,
+                             order=order, count=count, check=check)  # fmt: skip
+                s = r.summary
+                rows.append({"order": order, "threads": threads, "check": check, "count": count,
+                             "ns_per_alloc": float(s["ns_per_alloc"]),
+                             "zone_lock_acquisitions": int(s["zone_lock_acquisitions"]),
+                             "lock_counts_exact": bool(s["lock_counts_exact"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def claim_figures(runs: pd.DataFrame) -> pd.DataFrame:
+    """``order, threads, default_ns, patch_ns, patch_over_default`` from one ``ns_per_alloc`` per (order, check,
+    threads): the columns of the seed's claim."""
+    wide = runs.set_index(["order", "threads", "check"])["ns_per_alloc"].unstack("check")
+    wide = wide.reindex(columns=list(CLAIM_CHECKS)).reset_index()  # a check whose runs were all dropped: NaN
+    return pd.DataFrame({"order": wide["order"], "threads": wide["threads"], "default_ns": wide["in_lock"],
+                         "patch_ns": wide["after_unlock"],
+                         "patch_over_default": wide["after_unlock"] / wide["in_lock"]})  # fmt: skip
+
+
+def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per (order, cores): default and patch ns per allocation and patch / default (the
+    real ratio is the comparison's finding, a ratio only when significant)."""
+    real = table[table["check"].isin(CLAIM_CHECKS)]
+    real_ratio = real[real["check"] == "after_unlock"].set_index(["order", "threads"])["vs_in_lock"]
+    real = claim_figures(real).drop(columns="patch_over_default").join(real_ratio.rename("patch_over_default"),
+                                                                          on=["order", "threads"])  # fmt: skip
+    return projected(["order", "threads"], published=claim_figures(PUBLISHED[PUBLISHED["check"].isin(CLAIM_CHECKS)]),
+                     virtual=claim_figures(virtual), real=real, workers=lambda row: int(row["threads"]))  # fmt: skip
 
 
 def sweep_orders(
     counts: dict[int, int], threads: list[int], repeats: int, topology: str, progress: bool, grow: bool = True
 ) -> SweepResult:
     """One sweep per order (their block counts differ), joined into one :class:`SweepResult`. ns per allocation
-    is a rate: with ``grow`` each run may grow its block count until it lasts ``MIN_TIME_S`` (quick mode does not:
-    its runs are flagged too short, and say n.s.)."""
+    is a rate: with ``grow`` each order's block count is first grown by :func:`pilot_count` so that its fastest
+    point lasts ``MIN_TIME_S``, and every run of the sweep takes that count (one pilot instead of growing every
+    run); without it (quick mode) the runs keep ``counts``, are flagged too short and compare n.s. (on a loaded
+    2-PU host, grown 2-thread runs spend seconds each waiting for a preempted lock holder)."""
     return join([measure("pcp_refill", grid={"check": list(CHECKS), "threads": threads}, repeats=repeats,
-                         topology=topology, progress=progress, order=order, count=count, min_time_s=MIN_TIME_S,
-                         grow=grow)
+                         topology=topology, progress=progress, quick=not grow, order=order,
+                         count=pilot_count(order, count, topology) if grow else count, min_time_s=MIN_TIME_S)
                  for order, count in counts.items()])  # fmt: skip
+
+
+def pilot_count(order: int, count: int, topology: str) -> int:
+    """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``MIN_TIME_S``: ``count``
+    grown by one real pilot run (Google Benchmark's rule)."""
+    pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
+                     min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
+    return int(pilot.params["count"])
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:

@@ -28,6 +28,9 @@ The plan (fixed before any result of it was looked at, issue 17 item 5; ``PLAN``
   its single-indirect half), real backing, ``costs="table"``. One run per variant: a virtual run is a pure function
   of its inputs, so a repeat gives the same figure and no significance test applies. Its ratios to ``lock_twice``
   are printed beside the seed's 20 s -> 12 s (0.60) and ramfs 10.5 s (0.525), untuned.
+
+``projected["vs_lock_twice"]`` puts the seed's figures, the virtual projection and the real disjoint runs side by side
+per thread count.
 """
 
 from __future__ import annotations
@@ -43,7 +46,17 @@ from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
-from . import StudyResult, against_claim, counted, load_average, lockstat_cost, measure, measurement_notes, timed
+from . import (
+    StudyResult,
+    against_claim,
+    counted,
+    load_average,
+    lockstat_cost,
+    measure,
+    measurement_notes,
+    projected,
+    timed,
+)
 
 NAME = "shmem_prealloc"
 TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs modern (the 20/12/10.5 s table)"
@@ -86,7 +99,7 @@ LOCK_CLASSES = ("info->lock", "mapping->tree_lock", "mapping->i_pages", "lru_loc
 
 #: The study's sizes, repeats and test, fixed before looking at the result (see the module docstring).
 PLAN = {
-    "real": {"pages_per_thread": 131_072, "repeats": 7, "quick_pages_per_thread": 1_024, "quick_repeats": 3},
+    "real": {"pages_per_thread": 131_072, "repeats": 7, "quick_pages_per_thread": 1_024, "quick_repeats": 5},
     "test": {"function": "al.stats.compare", "metric": "elapsed_s", "test": "Mann-Whitney U, two-sided",
              "alpha": 0.05, "min_repeats": 5, "primary": ("disjoint", 2, "prealloc", BASELINE)},
     "virtual": {"machine": "nehalem-ex-4s-64t", "threads": 64, "pattern": "disjoint", "pages_per_thread": 4_096,
@@ -103,7 +116,8 @@ def threads_for_host() -> list[int]:
 
 def sizes(quick: bool) -> dict[str, int]:
     """Pages per thread and repeats: 131,072 pages (512 MiB per thread, about 0.2 s per disjoint run: shorter runs
-    drown in this host's noise) and 7 repeats, or 1,024 pages and 3 repeats in quick mode."""
+    drown in this host's noise) and 7 repeats, or 1,024 pages and 5 repeats (the fewest a comparison accepts) in quick
+    mode."""
     real = PLAN["real"]
     return {
         "pages_per_thread": sized(real["pages_per_thread"], real["quick_pages_per_thread"], quick_mode=quick),
@@ -115,14 +129,15 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     """Sweep variant x pattern x threads with interleaved repeats; tabulate beside the seed and draw the plots.
 
     Args:
-        quick: 1,024 pages per thread and 3 repeats (seconds) instead of 131,072 and 7.
+        quick: 1,024 pages per thread and 5 repeats (seconds) instead of 131,072 and 7.
         out_dir: where the PNG plots go.
         progress: show the sweep's progress bar.
     """
     size = sizes(quick)
     threads = threads_for_host()
     result = measure("shmem_fault", grid={"pattern": list(PATTERNS), "threads": threads, "variant": list(VARIANTS)},
-                     repeats=size["repeats"], progress=progress, pages_per_thread=size["pages_per_thread"])  # fmt: skip
+                     repeats=size["repeats"], progress=progress, quick=quick,
+                     pages_per_thread=size["pages_per_thread"])  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, table, out_dir)
@@ -138,7 +153,31 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     ]
     notes += measurement_notes(result)
     meta = {"threads": threads, "plan": PLAN, "projection": projected.to_dict(orient="records")}
-    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta=meta)
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta=meta,
+                       projected={"vs_lock_twice": side_by_side(projected, table)})  # fmt: skip
+
+
+#: The variants of the seed's claim, each as a ratio of its time to lock_twice's.
+CLAIM_VARIANTS = ("prealloc", "ramfs")
+
+
+def side_by_side(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per thread count (disjoint): lock_twice's seconds and each claim variant's time
+    over lock_twice's (the real ratios are the comparison's findings, a ratio only when significant)."""
+    ratio = f"ratio_vs_{BASELINE}"
+    seed = claim_columns(PUBLISHED.merge(published_ratios(), on=["pattern", "variant"]), "elapsed_s", ratio)
+    virtual = claim_columns(virtual.assign(threads=PLAN["virtual"]["threads"]), "virtual_s", ratio)
+    real = claim_columns(table[table["pattern"] == PLAN["virtual"]["pattern"]], "elapsed_s", f"vs_{BASELINE}")
+    return projected(["threads"], published=seed, virtual=virtual, real=real, workers=lambda row: int(row["threads"]))
+
+
+def claim_columns(df: pd.DataFrame, seconds: str, ratio: str) -> pd.DataFrame:
+    """One row per thread count of ``df`` (one row per threads x variant): ``threads, lock_twice_s`` (from
+    ``seconds``) and ``<variant>_over_lock_twice`` for each of :data:`CLAIM_VARIANTS` (from ``ratio``)."""
+    by = df.set_index(["threads", "variant"])
+    return pd.DataFrame([{"threads": int(t), f"{BASELINE}_s": by.loc[(t, BASELINE), seconds],
+                          **{f"{v}_over_{BASELINE}": by.loc[(t, v), ratio] for v in CLAIM_VARIANTS}}
+                         for t in sorted(set(df["threads"]))])  # fmt: skip
 
 
 def projection(quick: bool) -> pd.DataFrame:

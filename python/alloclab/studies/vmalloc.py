@@ -19,6 +19,10 @@ Grid: pattern x shape (``vmap_nodes`` 1 = v6.7, 0 = v6.9+ with 128 nodes) x ``bu
 CPU), interleaved repeats. The table puts ours beside the seed's two figures (v6.7: patched/original throughput in
 %; v6.9+: the gain in %), keyed by shape, only on the rows of the seed's operation (stress_ng_pthread): the bare
 loop is not what the seed measured.
+
+Virtual part: the seed's operation at its points (:data:`VIRTUAL_POINTS`: v6.7 at 40-160 vCPUs of the 160-vCPU Ice
+Lake, v6.9+ at 160 there and at 224 on Sapphire Rapids), busy lock twice and once, ``costs="table"``, one run per
+point; ``projected["once_over_twice"]`` puts it between the seed's figures and the real runs.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
+from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from . import (
@@ -42,6 +47,7 @@ from . import (
     lockstat_cost,
     measure,
     measurement_notes,
+    projected,
     timed,
 )
 
@@ -86,6 +92,19 @@ SEED_PATTERN = "stress_ng_pthread"
 DEFAULT_PATTERN = "thread_stack"  # the scenario's default: the bare loop
 PATTERNS = (SEED_PATTERN, DEFAULT_PATTERN)
 BOUNCE_NS = (0, 400)
+#: Operations per worker of the quick virtual part (a 224-CPU run of 100 takes about a second of host time).
+VIRTUAL_OPS_QUICK = 100
+#: The seed's points in virtual time: (shape, online vCPUs, machine). v6.7 on the 160-vCPU Ice Lake
+#: (``profiles/xeon-8380-2s.toml``) with 40-160 of its CPUs online, as the seed's scaling runs; v6.9+ on it at 160
+#: and on the 224-vCPU Sapphire Rapids (``profiles/xeon-8480-2s.toml``). Workers run on CPUs 0..vCPUs-1.
+VIRTUAL_POINTS = (
+    ("v6.7", 40, "xeon-8380-2s"),
+    ("v6.7", 80, "xeon-8380-2s"),
+    ("v6.7", 120, "xeon-8380-2s"),
+    ("v6.7", 160, "xeon-8380-2s"),
+    ("v6.9+", 160, "xeon-8380-2s"),
+    ("v6.9+", 224, "xeon-8480-2s"),
+)
 
 
 def threads_axis() -> list[int]:
@@ -95,35 +114,90 @@ def threads_axis() -> list[int]:
 
 
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
-    """Sweep pattern x shape x busy_lock x threads x bounce_ns and write the study's plots.
+    """The seed's points in virtual time, then pattern x shape x busy_lock x threads x bounce_ns on this host, and
+    the study's plots.
 
     Args:
-        quick: 3,000 operations per worker, 2 repeats and a purge every 2,000 lazy pages (seconds) instead of
-            200,000, 7 and the kernel's lazy_max_pages().
+        quick: virtual: ``VIRTUAL_OPS_QUICK`` operations per worker instead of 2,000; real: 1,000 operations per
+            worker, 5 repeats, bounce 0 only and a purge every 2,000 lazy pages, instead of 200,000, 7, both bounces
+            and the kernel's lazy_max_pages().
         out_dir: where the PNG plots go.
         progress: show the sweep's progress bar.
     """
-    ops = sized(200_000, 3_000, quick_mode=quick)
-    repeats = sized(7, 3, quick_mode=quick)
+    virtual_ops = sized(2_000, VIRTUAL_OPS_QUICK, quick_mode=quick)
+    virtual = virtual_runs(virtual_ops)
+    ops = sized(200_000, 1_000, quick_mode=quick)
+    repeats = sized(7, stats.MIN_REPEATS, quick_mode=quick)
     # The kernel's lazy_max_pages() for 160 CPUs is 65536 pages; quick runs are too short to reach it, so they
     # purge every 2000 pages to still exercise the pools.
     lazy_max_pages = sized(0, 2_000, quick_mode=quick)
+    bounces = list(sized(BOUNCE_NS, BOUNCE_NS[:1], quick_mode=quick))
     grid = {"pattern": list(PATTERNS), "vmap_nodes": list(SHAPES), "busy_lock": ["twice", "once"],
-            "threads": threads_axis(), "bounce_ns": list(BOUNCE_NS)}  # fmt: skip
-    result = measure("vmalloc_stress", grid=grid, repeats=repeats, topology=MODEL, progress=progress, ops=ops,
-                     lazy_max_pages=lazy_max_pages)  # fmt: skip
+            "threads": threads_axis(), "bounce_ns": bounces}  # fmt: skip
+    result = measure("vmalloc_stress", grid=grid, repeats=repeats, topology=MODEL, progress=progress, quick=quick,
+                     ops=ops, lazy_max_pages=lazy_max_pages)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, out_dir)
     notes = [
-        f"{ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
+        f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, costs='table', one run per point "
+        "(deterministic): " + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
+        f"real: {ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
         f"round, stacks from fork.c's 2-stack cache or vmalloc), {repeats} timed repeats, interleaved, model {MODEL}.",
         lockstat_cost(),
         *reading(table),
         *claim(table, quick),
     ]
     notes += measurement_notes(result)
-    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"model_topology": MODEL})
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"model_topology": MODEL},
+                       projected={"once_over_twice": projection(virtual, table)})  # fmt: skip
+
+
+def virtual_runs(ops: int) -> pd.DataFrame:
+    """The seed's operation at each of :data:`VIRTUAL_POINTS`, busy lock twice and once, one virtual run each
+    (``costs="table"``: the run is the figure).
+
+    Returns:
+        ``shape, vcpus, machine, busy_lock, ops_per_s, nr_vmap_nodes, lock_counts_exact``.
+    """
+    nodes = {shape: n for n, shape in SHAPES.items()}
+    rows = []
+    for shape, vcpus, machine in VIRTUAL_POINTS:
+        for busy in ("twice", "once"):
+            r = run_once("vmalloc_stress", clock="virtual", machine=machine, costs="table", threads=vcpus, ops=ops,
+                         pattern=SEED_PATTERN, vmap_nodes=nodes[shape], busy_lock=busy)  # fmt: skip
+            rows.append({"shape": shape, "vcpus": vcpus, "machine": machine, "busy_lock": busy,
+                         "ops_per_s": float(r.summary["ops_per_s"]), "nr_vmap_nodes": int(r.summary["nr_vmap_nodes"]),
+                         "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def once_over_twice(runs: pd.DataFrame) -> pd.DataFrame:
+    """``shape, vcpus, once_over_twice`` (ops/s once / twice) from one ``ops_per_s`` per (shape, vcpus, busy_lock)."""
+    wide = runs.pivot_table(index=["shape", "vcpus"], columns="busy_lock", values="ops_per_s").reset_index()
+    return wide.assign(once_over_twice=wide["once"] / wide["twice"])[["shape", "vcpus", "once_over_twice"]]
+
+
+def published_points() -> pd.DataFrame:
+    """The seed's figures as ``shape, vcpus, once_over_twice``: v6.7's patched/original % and v6.9+'s gain %."""
+    rows = []
+    for _, r in PUBLISHED.iterrows():
+        for col in PUBLISHED.columns:
+            if col.endswith("_vcpus") and pd.notna(r[col]):
+                vcpus = int(col.split("_")[-2])
+                ratio = r[col] / 100 if col.startswith("pct_") else 1 + r[col] / 100
+                rows.append({"shape": r["shape"], "vcpus": vcpus, "once_over_twice": ratio})
+    return pd.DataFrame(rows)
+
+
+def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per (shape, vCPUs): ops/s once over twice (the real one is the comparison's
+    finding for the seed's operation at bounce 0, a ratio only when significant)."""
+    real = table[(table["pattern"] == SEED_PATTERN) & (table["bounce_ns"] == 0)]
+    real = real.rename(columns={"threads": "vcpus", "once_vs_twice": "once_over_twice"})
+    real = real[["shape", "vcpus", "once_over_twice"]]
+    return projected(["shape", "vcpus"], published=published_points(), virtual=once_over_twice(virtual), real=real,
+                     workers=lambda row: int(row["vcpus"]))  # fmt: skip
 
 
 def with_shape(df: pd.DataFrame) -> pd.DataFrame:

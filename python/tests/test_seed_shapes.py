@@ -1,0 +1,165 @@
+"""The seeds' claims as shapes (issue 19, item 3): each study's virtual part at its quick size on the seed's machine.
+
+Virtual runs with ``costs="table"`` are a pure function of their inputs, so these cannot flake: a shape either
+comes out of the mechanism or it does not. The bounds are the issue's, taken from the seeds' published figures; a
+shape that does not come out with the shipped profiles is marked ``xfail(strict=True)`` with the figure measured,
+never tuned (the profiles and the cost model are not this file's to change).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from alloclab.studies import cma, hugetlb, pcp_refill, shmem, vmalloc
+
+#: The shapes that do not come out with the shipped profiles, each with what was measured (see the module docstring).
+HUGETLB_4NODE_MISS = (
+    "measured: saved 83.4 % against the seed's 68.5 % (serial 5048 ms, parallel 840 ms with 8 works, scaled from "
+    "1/1024 of the pool): the model's padata works do not slow each other down as the seed's did"
+)
+MULTIPLIER_MISS = (
+    "measured at 1/256 of each pool: speedup over k = 1 at k = 2..5 is 1.96 / 2.89 / 3.80 / 4.66 (256G; seed "
+    "1.67 / 2.28 / 2.67 / 2.84), 2.03 / 2.90 / 3.89 / 4.54 (2T; seed 1.44 / 1.80 / 2.00 / 2.04), 1.90 / 2.58 / "
+    "3.22 / 4.07 (50G; seed 1.61 / 1.92 / 2.37 / 2.29): nearly linear in k, within 20 % at k = 2 only for 256G "
+    "and 50G. The model lacks what flattens the seed's curve (its thread time per folio grows 5.5 -> 9.6 us)"
+)
+VMALLOC_MISS = (
+    "measured at 100 stress_ng_pthread operations per worker: once / twice - 1 = -1.16 %, -0.32 %, -0.34 %, -0.52 % "
+    "at 40 / 80 / 120 / 160 vCPUs (v6.7; seed +0.5 % to +5.5 %), -0.35 % at 160 and -0.05 % at 224 with vmap nodes "
+    "(seed +0.6 %, +4 %): at this size the model shows no gain from taking the busy lock once"
+)
+SHMEM_PREALLOC_MISS = (
+    "measured at the quick size (64 pages per thread, 64 threads on nehalem-ex-4s-64t): prealloc / lock_twice = "
+    "0.774, above the band's 0.75 (the seed: 0.60)"
+)
+
+
+@pytest.fixture(scope="module")
+def cma_runs() -> pd.DataFrame:
+    return cma.virtual_runs(cma.sizes(quick=True)["virtual_pages_per_region"]).set_index(["regions", "alloc_mutex"])
+
+
+def test_cma_global_mutex_finishes_three_areas_one_after_another(cma_runs):
+    # The seed: ~7 / 14 / 21 s with the global cma_mutex, 3 areas on 3 nodes, 3 allocations at once.
+    row = cma_runs.loc[(3, "global")]
+    assert row["lock_counts_exact"]
+    times = np.array(row["completion_s"])
+    assert times / times[0] == pytest.approx([1, 2, 3], rel=0.10)
+
+
+def test_cma_per_area_mutex_finishes_three_areas_together(cma_runs):
+    # The seed: ~7 / 8 / 7 s with one alloc_mutex per area: slowest / fastest <= 1.2.
+    row = cma_runs.loc[(3, "per_area")]
+    assert row["lock_counts_exact"]
+    assert row["ratio_slowest_fastest"] <= 1.2
+
+
+@pytest.fixture(scope="module")
+def pcp_ratio() -> pd.DataFrame:
+    runs = pcp_refill.virtual_runs(pcp_refill.VIRTUAL_COUNTS_QUICK)
+    assert runs["lock_counts_exact"].all()
+    return pcp_refill.claim_figures(runs).set_index(["order", "threads"])
+
+
+def test_pcp_order9_patch_cuts_latency_more_with_more_cores(pcp_ratio):
+    # The seed: patched / default 0.52 at 2 cores and 0.097 at 24 (order 9).
+    ratio = pcp_ratio.loc[9, "patch_over_default"]
+    assert ratio[2] <= 0.6 and ratio[24] <= 0.2
+
+
+def test_pcp_order9_default_latency_grows_about_linearly_with_cores(pcp_ratio):
+    # The seed's default column, 2790 ns at 1 core to 90226 at 24, lies on a line (R^2 0.998); ours must too.
+    default = pcp_ratio.loc[9, "default_ns"]
+    assert default.is_monotonic_increasing
+    cores, ns = default.index.to_numpy(float), default.to_numpy()
+    assert np.corrcoef(cores, ns)[0, 1] ** 2 >= 0.98
+
+
+def test_pcp_order0_patch_changes_little(pcp_ratio):
+    # The seed: order 0 patched / default 0.90-1.00 at every core count; the issue's band is 0.85-1.05.
+    ratio = pcp_ratio.loc[0, "patch_over_default"]
+    assert ((ratio >= 0.85) & (ratio <= 1.05)).all(), ratio.to_dict()
+
+
+@pytest.fixture(scope="module")
+def hugetlb_headline() -> pd.DataFrame:
+    runs = hugetlb.headline_runs(hugetlb.HEADLINE_FRACTIONS_QUICK)
+    assert runs["lock_counts_exact"].all()
+    return hugetlb.headline(runs).set_index("machine")
+
+
+@pytest.mark.parametrize(
+    "machine",
+    [
+        pytest.param("256c2T(4 node)", marks=pytest.mark.xfail(strict=True, reason=HUGETLB_4NODE_MISS)),
+        "128c1T(2 node)",
+    ],
+)  # fmt: skip
+def test_hugetlb_padata_saves_the_seeds_share(hugetlb_headline, machine):
+    # The seed: saved 68.52 % on 256 cores / 4 nodes and 63.15 % on 128 cores / 2 nodes; within +-10 points.
+    row = hugetlb_headline.loc[machine]
+    assert abs(row["ours_saved_pct"] - row["published_saved_pct"]) <= 10
+
+
+@pytest.fixture(scope="module")
+def hugetlb_multiplier() -> pd.DataFrame:
+    runs = hugetlb.multiplier_runs(hugetlb.MULTIPLIER_FRACTION_QUICK)
+    assert runs["lock_counts_exact"].all()
+    return hugetlb.with_speedup(runs)
+
+
+@pytest.mark.xfail(strict=True, reason=MULTIPLIER_MISS)
+@pytest.mark.parametrize("case", ["256G", "2T", "50G"])
+def test_hugetlb_multiplier_speedups_follow_the_seeds_table(hugetlb_multiplier, case):
+    # The seed's speedup over k = 1 at k = 2..5, within +-20 % for each of its three machines.
+    ours = hugetlb_multiplier[hugetlb_multiplier["case"] == case].set_index("multiplier")["speedup_vs_1"]
+    seed = hugetlb.with_speedup(hugetlb.published_multiplier()).query("case == @case")
+    seed = seed.set_index("multiplier")["speedup_vs_1"]
+    assert (ours[2:] / seed[2:]).between(0.8, 1.2).all(), (ours / seed).round(3).to_dict()
+
+
+@pytest.mark.parametrize("case", ["256G", "2T", "50G"])
+def test_hugetlb_multiplier_biggest_step_is_one_to_two(hugetlb_multiplier, case):
+    # The seed's table: the largest gain of any step is the first (k = 1 -> 2), as for every one of its machines.
+    ours = hugetlb_multiplier[hugetlb_multiplier["case"] == case].set_index("multiplier")["ms"]
+    steps = ours.shift(1) - ours
+    assert steps.idxmax() == 2, steps.to_dict()
+
+
+@pytest.fixture(scope="module")
+def vmalloc_gain() -> pd.Series:
+    runs = vmalloc.virtual_runs(vmalloc.VIRTUAL_OPS_QUICK)
+    assert runs["lock_counts_exact"].all()
+    return vmalloc.once_over_twice(runs).set_index(["shape", "vcpus"])["once_over_twice"] - 1
+
+
+@pytest.mark.xfail(strict=True, reason=VMALLOC_MISS)
+def test_vmalloc_v67_gain_is_positive_and_grows_with_vcpus(vmalloc_gain):
+    # The seed: +0.5 %, +0.8 %, +5.2 %, +5.5 % at 40 / 80 / 120 / 160 vCPUs (v6.7, Ice Lake).
+    gain = vmalloc_gain.loc["v6.7"]
+    assert (gain >= 0).all() and gain.is_monotonic_increasing, gain.round(4).to_dict()
+
+
+@pytest.mark.xfail(strict=True, reason=VMALLOC_MISS)
+def test_vmalloc_vmap_nodes_shrink_the_gain_until_224_vcpus(vmalloc_gain):
+    # The seed: with vmap nodes +0.6 % at 160 vCPUs (v6.7 there: +5.5 %) and +4 % at 224.
+    v69 = vmalloc_gain.loc["v6.9+"]
+    assert v69[160] < vmalloc_gain.loc[("v6.7", 160)] and v69[224] > v69[160], vmalloc_gain.round(4).to_dict()
+
+
+@pytest.fixture(scope="module")
+def shmem_ratio() -> pd.Series:
+    return shmem.projection(quick=True).set_index("variant")[f"ratio_vs_{shmem.BASELINE}"]
+
+
+@pytest.mark.xfail(strict=True, reason=SHMEM_PREALLOC_MISS)
+def test_shmem_prealloc_takes_the_seeds_share_of_lock_twice(shmem_ratio):
+    # The seed: ~12 s / ~20 s = 0.6 at 64 threads, disjoint; the issue's band is 0.5-0.75.
+    assert 0.5 <= shmem_ratio["prealloc"] <= 0.75
+
+
+def test_shmem_ramfs_is_faster_than_prealloc(shmem_ratio):
+    # The seed: ramfs ~10.5 s, below prealloc's ~12 s (0.525 vs 0.6 of lock_twice).
+    assert shmem_ratio["ramfs"] < shmem_ratio["prealloc"]
