@@ -279,7 +279,7 @@ TEST(LockKinds, EveryKindIsListedOnceWithADoc) {
     EXPECT_FALSE(k.doc.empty()) << k.name;
     EXPECT_EQ(parse_lock_kind(k.name, "lock"), k.kind);
   }
-  for (const char* expected : {"qspinlock", "kmutex", "cna", "cohort", "hmcs", "shfllock"})
+  for (const char* expected : {"qspinlock", "kmutex", "rwsem", "cna", "cohort", "hmcs", "shfllock"})
     EXPECT_EQ(std::count(names.begin(), names.end(), expected), 1) << expected;
 }
 

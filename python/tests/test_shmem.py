@@ -1,5 +1,5 @@
 """shmem_fault end to end: exact info->lock / tree_lock counts per variant, the page cache after disjoint and
-overlap, the mmap_sem lock_stat row, bad input, and the study (quick)."""
+overlap, mmap_sem's read row (a real rwsem), bad input, and the study (quick)."""
 
 from __future__ import annotations
 
@@ -63,11 +63,27 @@ def test_disjoint_counts_are_exact(variant, threads, clock):
     assert s["info_lock_per_fault"] == pytest.approx(info / n)
     assert acquisitions(r, TREE_LOCK.get(variant, "mapping->tree_lock")) == n
     assert acquisitions(r, "lru_lock") == s["lru_lock_acquisitions"]
-    mm = r.lockstat.set_index("class").loc["mmap_sem"]
-    assert mm["kind"] == "rwsem-read" and mm["acquisitions"] == n and mm["contentions"] == 0
+    rows = r.lockstat.set_index("class")
+    mm = rows.loc["mmap_sem-R"]  # a real rwsem taken for read on every fault: only its read row, as lock_stat prints it
+    assert "mmap_sem" not in rows.index and "mmap_sem-W" not in rows.index
+    assert mm["kind"] == "rwsem" and mm["acquisitions"] == n and mm["contentions"] == 0
+    assert s["mmap_sem_read_acquisitions"] == s["mmap_sem_read_expected"] == s["faults"]
     assert bool(s["lock_counts_exact"]) and s["check"].startswith("ok")
     assert list(r.workers["ops"]) == [per] * threads
     assert (r.workers["faults"] == per).all()
+
+
+def test_mmap_sem_is_a_real_rwsem_and_any_kind_can_stand_in_for_it(clock):
+    kinds = al.lock_kinds().set_index("kind")
+    assert kinds.loc["rwsem", "read_side"] and not kinds.loc["mcs", "read_side"]
+    classes = al.lock_classes().set_index("class")
+    assert classes.loc["mmap_sem", "nature"] == "rwsem" and classes.loc["mmap_sem", "default_kind"] == "rwsem"
+    # On a kind without a read side every fault takes mmap_sem exclusively: still one read acquisition per fault.
+    r = al.run("shmem_fault", **on(clock, "node:1 core:4 pu:1"), variant="modern", threads=2, pages_per_thread=500,
+               backing="none", locks={"mmap_sem": "mcs"})  # fmt: skip
+    mm = r.lockstat.set_index("class").loc["mmap_sem-R"]
+    assert mm["kind"] == "mcs" and mm["acquisitions"] == r.summary["faults"] == 1000
+    assert bool(r.summary["lock_counts_exact"])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

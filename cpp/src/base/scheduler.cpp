@@ -229,7 +229,7 @@ bool Simulator::block_until(vtime t) {
   return !stopped_;
 }
 
-bool Simulator::block(WaitQueue& q) {
+bool Simulator::block(WaitQueue& q, bool first) {
   VCpu& c = self();
   if (unwinding_) {
     switch_to_host(c, false);  // throws, unless called from a destructor the unwinding runs
@@ -241,7 +241,10 @@ bool Simulator::block(WaitQueue& q) {
   c.woken = false;
   c.waiter.since = c.clock;
   c.waiter.queue = &q;
-  q.waiters_.push_back(c.waiter);
+  if (first)
+    q.waiters_.push_front(c.waiter);
+  else
+    q.waiters_.push_back(c.waiter);
   run_next(c);  // if unwound from here, the waiter stays queued until end_run() frees it (auto-unlink hook)
   return c.woken;
 }

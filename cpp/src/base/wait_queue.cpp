@@ -14,6 +14,8 @@ WaitQueue::~WaitQueue() {
 
 bool WaitQueue::wait() { return Simulator::on_a_fiber().block(*this); }
 
+bool WaitQueue::wait_first() { return Simulator::on_a_fiber().block(*this, true); }
+
 void WaitQueue::wake(const Waiter& w, vtime at) {
   Simulator& sim = Simulator::on_a_fiber();
   if (w.queue != this || sim.waiter_of(w.cpu) != &w)

@@ -8,7 +8,12 @@ namespace alloclab {
 Lock::Lock(LockDomain& domain, std::string_view cls) : Lock(domain, domain.class_id(cls)) {}
 
 Lock::Lock(LockDomain& domain, LockClassId cls)
-    : domain_(&domain), cls_(cls), kind_(domain.kind_of(cls)), stat_(domain.lockstat()), yield_(domain.spin_yield()) {
+    : domain_(&domain),
+      cls_(cls),
+      kind_(domain.kind_of(cls)),
+      stat_(domain.lockstat()),
+      yield_(domain.spin_yield()),
+      read_side_(lock_kinds()[size_t(kind_)].read_side) {
   if (domain.costs()) vlock_ = std::make_unique<VirtualLock>(std::string(lock_class_catalogue()[cls].name));
   switch (kind_) {
 #define ALLOCLAB_KIND_CONSTRUCT(name, Type) \
@@ -27,10 +32,10 @@ Lock::~Lock() {
   }
 }
 
-void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at) {
+void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at, bool read) {
   LockStatThread& th = domain_->stat_thread();
   if (th.domain != domain_) return;
-  LockStatCounters& c = th.slots[cls_];
+  LockStatCounters& c = (read ? th.read_slots : th.slots)[cls_];
   const int32_t prev_cpu = last_cpu_.load(std::memory_order_relaxed);
   const int32_t prev_node = last_node_.load(std::memory_order_relaxed);
   if (contended_at != 0) {
@@ -51,11 +56,11 @@ void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_
   t.acquired_at = contended_at != 0 ? acquired_at : clock_ticks();
 }
 
-void Lock::stat_released(LockToken& t) {
+void Lock::stat_released(LockToken& t, bool read) {
   LockStatThread& th = domain_->stat_thread();
   if (th.domain != domain_) return;
   const uint64_t held = clock_ticks() - t.acquired_at;
-  LockStatCounters& c = th.slots[cls_];
+  LockStatCounters& c = (read ? th.read_slots : th.slots)[cls_];
   c.hold_total += held;
   c.hold_min = std::min(c.hold_min, held);
   c.hold_max = std::max(c.hold_max, held);

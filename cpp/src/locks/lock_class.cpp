@@ -17,7 +17,8 @@ constexpr bool kNumaAware = requires(typename Kind::Token t) {
 };
 
 constexpr LockKindInfo kKinds[] = {
-#define ALLOCLAB_KIND_INFO(name, Type) {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>},
+#define ALLOCLAB_KIND_INFO(name, Type) \
+  {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>, ReadSideKind<Type>},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };
@@ -127,7 +128,7 @@ LockKind default_kind(LockNature n) {
   switch (n) {
     case LockNature::spinlock: return LockKind::qspinlock;
     case LockNature::mutex: return LockKind::kmutex;
-    case LockNature::rwsem: return LockKind::qspinlock;  // mmap_sem's row is built by shmem_fault, never locked
+    case LockNature::rwsem: return LockKind::rwsem;
   }
   return LockKind::qspinlock;
 }

@@ -49,8 +49,9 @@ LockDomain::LockDomain(const LockConfig& config, bool lockstat, bool spin_yield,
       nr_classes_(lock_class_catalogue().size()),
       costs_(costs) {
   for (const auto& c : lock_class_catalogue()) kinds_.push_back(config_.kind_for(c.name));
-  // One spare counter block (80 bytes) between workers: two workers never write the same cache line.
-  stride_ = nr_classes_ + 1;
+  // Write blocks, then read blocks, then one spare block (96 bytes) between workers: two workers never write the
+  // same cache line.
+  stride_ = 2 * nr_classes_ + 1;
 }
 
 LockClassId LockDomain::class_id(std::string_view cls) const {
@@ -72,20 +73,21 @@ void LockDomain::reset_stats(int nr_workers) {
 
 void LockDomain::attach(int worker, int cpu, int node) {
   LockStatThread& th = stat_thread();
-  th = {this, slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_], cpu, node};
+  LockStatCounters* block = slots_.empty() ? nullptr : &slots_[size_t(worker) * stride_];
+  th = {this, block, cpu, node, block ? block + nr_classes_ : nullptr};
   if (slots_.empty()) th.domain = nullptr;  // no stats allocated: count nothing
 }
 
 void LockDomain::detach() { tls_lockstat = {}; }
 
 std::vector<LockStatRow> LockDomain::rows() const {
-  std::vector<LockStatRow> out;
   const size_t workers = stride_ ? slots_.size() / stride_ : 0;
   const double ns = ns_per_tick();  // the domain's, whichever thread merges
-  for (size_t cls = 0; cls < nr_classes_; ++cls) {
+  // The workers' counters of one block (a class's write or read block), merged.
+  const auto merged = [&](size_t block) {
     LockStatCounters m;
     for (size_t w = 0; w < workers; ++w) {
-      const LockStatCounters& c = slots_[w * stride_ + cls];
+      const LockStatCounters& c = slots_[w * stride_ + block];
       m.con_bounces += c.con_bounces;
       m.contentions += c.contentions;
       m.wait_min = std::min(m.wait_min, c.wait_min);
@@ -99,9 +101,11 @@ std::vector<LockStatRow> LockDomain::rows() const {
       m.handoffs_local += c.handoffs_local;
       m.handoffs_remote += c.handoffs_remote;
     }
-    if (m.acquisitions == 0) continue;
+    return m;
+  };
+  const auto row = [&](std::string name, size_t cls, const LockStatCounters& m) {
     LockStatRow r;
-    r.cls = std::string(lock_class_catalogue()[cls].name);
+    r.cls = std::move(name);
     r.kind = std::string(to_string(kinds_[cls]));
     r.con_bounces = m.con_bounces;
     r.contentions = m.contentions;
@@ -117,11 +121,29 @@ std::vector<LockStatRow> LockDomain::rows() const {
     r.hold_avg_ns = r.hold_total_ns / double(m.acquisitions);
     r.handoffs_local = m.handoffs_local;
     r.handoffs_remote = m.handoffs_remote;
-    out.push_back(std::move(r));
+    return r;
+  };
+  // Per class: its rows (seq_stats: -W then -R when read at all) and its contentions, the sort key.
+  struct ClassRows {
+    uint64_t contentions;
+    std::vector<LockStatRow> rows;
+  };
+  std::vector<ClassRows> classes;
+  for (size_t cls = 0; cls < nr_classes_; ++cls) {
+    const LockStatCounters w = merged(cls), r = merged(nr_classes_ + cls);
+    if (w.acquisitions == 0 && r.acquisitions == 0) continue;
+    const std::string name(lock_class_catalogue()[cls].name);
+    ClassRows c{w.contentions + r.contentions, {}};
+    if (w.acquisitions) c.rows.push_back(row(r.acquisitions ? name + "-W" : name, cls, w));
+    if (r.acquisitions) c.rows.push_back(row(name + "-R", cls, r));
+    classes.push_back(std::move(c));
   }
-  // lock_stat sorts by contentions, most contended first.
-  std::stable_sort(out.begin(), out.end(),
-                   [](const LockStatRow& a, const LockStatRow& b) { return a.contentions > b.contentions; });
+  // lock_stat sorts by contentions, most contended class first.
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const ClassRows& a, const ClassRows& b) { return a.contentions > b.contentions; });
+  std::vector<LockStatRow> out;
+  for (ClassRows& c : classes)
+    for (LockStatRow& r : c.rows) out.push_back(std::move(r));
   return out;
 }
 

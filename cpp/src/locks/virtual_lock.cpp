@@ -2,6 +2,7 @@
 #include <array>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "alloclab/base/scheduler.hpp"
 #include "alloclab/locks/lock.hpp"
@@ -21,91 +22,131 @@ VHandoff handoff(LockKind k, const VRelease& r) {
   __builtin_unreachable();
 }
 
-// Takes the free lock `v` for `cpu`: one atomic RMW on the lock word, which first comes from its last writer's
-// cache. Call at a sync point.
-void take(VirtualLock& v, int cpu, CostModel& m) {
-  v.holder = cpu;
+// Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: one atomic RMW on the lock word,
+// which first comes from its last writer's cache. Call at a sync point.
+void take(VirtualLock& v, int cpu, CostModel& m, bool shared) {
+  if (shared)
+    ++v.readers;
+  else
+    v.holder = cpu;
   const vt::vtime fetch = v.last >= 0 ? m.transfer(v.last, cpu) : 0;
   v.last = cpu;
   m.pay(m.op(Op::atomic_rmw) + fetch);
 }
 
+// Nobody holds it, reader or writer.
+bool free(const VirtualLock& v) { return v.holder < 0 && v.readers == 0; }
+
+// A reader takes it at once (down_read's fast path, or its reader lock stealing): no writer holds it, no hand-off
+// is pending, and nobody waits or no other reader holds it.
+bool readable(const VirtualLock& v) { return v.holder < 0 && !v.handoff && (v.queue.empty() || v.readers == 0); }
+
 }  // namespace
 
-void Lock::vlock(LockToken& t) {
+void Lock::vlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
+  const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
-  if (v.holder < 0) {
-    take(v, self, m);
-    if (stat_) stat_acquired(t, 0, 0);
+  if (shared ? readable(v) : free(v) && !v.handoff) {
+    take(v, self, m, shared);
+    if (stat_) stat_acquired(t, 0, 0, read);
     return;
   }
   if (v.holder == self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " takes " + v.queue.label() +
                            ", which it holds already (a self-deadlock)");
   const uint64_t contended_at = clock_ticks();
-  domain_->vwait_state(self) = {m.now()};
+  VWaitState& ws = domain_->vwait_state(self);
+  ws = {m.now(), 0, shared};
+  bool lost = false;
   for (;;) {
-    if (!v.queue.wait()) throw vt::Stopped();
+    // A reader-writer kind's writer that lost keeps its place at the head of the wait list.
+    if (!(lost && read_side_ ? v.queue.wait_first() : v.queue.wait())) throw vt::Stopped();
     m.restart_host_clock();       // the host time it spent blocked is not its work
+    if (shared) break;            // granted the read side by the release that woke it (VHandoff::readers)
     if (v.holder == self) break;  // handed over at the wake-up time
-    if (v.holder < 0) {           // a race it won: the lock is still free when it looks
-      take(v, self, m);
+    if (free(v)) {                // a race it won: the lock is still free when it looks
+      take(v, self, m, false);
       break;
     }
     // Another CPU got there first: wait again (its spin budget and backoff run on from when it began).
-    ++domain_->vwait_state(self).lost;
+    ++ws.lost;
+    lost = true;
+    // rwsem_try_write_lock: a writer that has waited RWSEM_WAIT_TIMEOUT asks for the next release to be its own.
+    if (read_side_ && m.now() - ws.began > Rwsem::kWaitTimeoutNs * vt::kNanosecond) v.handoff = true;
   }
-  if (stat_) stat_acquired(t, contended_at, clock_ticks());
+  if (v.holder == self) v.handoff = false;
+  if (stat_) stat_acquired(t, contended_at, clock_ticks(), read);
 }
 
-bool Lock::vtrylock(LockToken& t) {
+bool Lock::vtrylock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
+  const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
-  if (v.holder >= 0) {
+  if (!(shared ? readable(v) : free(v) && !v.handoff)) {
     // A failed try reads the word (the trylock kinds read before they write): the line comes to this CPU.
     m.pay(m.op(Op::line_access) + (v.last >= 0 ? m.transfer(v.last, self) : 0));
     return false;
   }
-  take(v, self, m);
-  if (stat_) stat_acquired(t, 0, 0);
+  take(v, self, m, shared);
+  if (stat_) stat_acquired(t, 0, 0, read);
   return true;
 }
 
-void Lock::vunlock(LockToken& t) {
+void Lock::vunlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
+  const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
-  if (v.holder != self)
+  if (shared ? v.readers == 0 || v.holder >= 0 : v.holder != self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " releases " + v.queue.label() +
-                           ", held by cpu " + std::to_string(v.holder));
-  if (stat_) stat_released(t);
+                           (shared ? "'s read side, held by no reader" : ", held by cpu " + std::to_string(v.holder)));
+  if (stat_) stat_released(t, read);
   const vt::vtime now = m.now();
-  v.holder = -1;
+  // up_read is an RMW on the count word, which the other readers' RMWs may have taken away since down_read.
+  const vt::vtime fetch = shared && v.last >= 0 ? m.transfer(v.last, self) : 0;
+  if (shared)
+    --v.readers;
+  else
+    v.holder = -1;
   v.last = self;
-  if (v.queue.empty()) {
+  if (!free(v)) {
+    // Other readers still hold it: nobody to wake.
+  } else if (v.queue.empty()) {
     v.batch = 0;  // released to nobody: a NUMA-aware kind's batch ends
   } else {
-    const VHandoff h =
-        handoff(kind_, VRelease{self, now, v.queue.waiters(), m, domain_->vwait_states(), v.batch, v.released_at});
+    VRelease r{self, now, v.queue.waiters(), m, domain_->vwait_states(), v.batch, v.released_at};
+    r.handoff = v.handoff;
+    const VHandoff h = handoff(kind_, r);
     v.batch = h.batch ? v.batch + 1 : 0;
-    if (h.owned) {
-      v.holder = h.wakes[0].cpu;
-      v.last = h.wakes[0].cpu;
+    if (h.readers > 0) {
+      // rwsem_mark_wake: the first h.readers reading waiters hold the read side from now on (writers stay queued).
+      std::vector<int> granted;
+      for (const vt::Waiter& w : v.queue.waiters())
+        if (domain_->vwait_states()[size_t(w.cpu)].read && granted.size() < h.readers) granted.push_back(w.cpu);
+      v.readers += uint32_t(granted.size());
+      v.handoff = false;
+      for (const int cpu : granted) v.queue.wake(cpu, h.wakes[0].at);
+    } else {
+      if (h.owned) {
+        v.holder = h.wakes[0].cpu;
+        v.last = h.wakes[0].cpu;
+        v.handoff = false;
+      }
+      // Latest first: a CPU woken at the release time itself may come before this one (a lower id), and a wake-up
+      // must come from the first CPU in virtual time.
+      std::array<VHandoff::Wake, 2> wakes = h.wakes;
+      if (h.nr_wakes == 2 && wakes[0].at < wakes[1].at) std::swap(wakes[0], wakes[1]);
+      for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(wakes[size_t(i)].cpu, wakes[size_t(i)].at);
     }
-    // Latest first: a CPU woken at the release time itself may come before this one (a lower id), and a wake-up
-    // must come from the first CPU in virtual time.
-    std::array<VHandoff::Wake, 2> wakes = h.wakes;
-    if (h.nr_wakes == 2 && wakes[0].at < wakes[1].at) std::swap(wakes[0], wakes[1]);
-    for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(wakes[size_t(i)].cpu, wakes[size_t(i)].at);
   }
   v.released_at = now;
-  m.pay(m.op(Op::atomic_rmw));  // the release's store (or RMW) on the word it holds
+  m.pay(m.op(Op::atomic_rmw) + fetch);  // the release's store (or RMW) on the word it holds
 }
 
 uint32_t Lock::vqueued() const {

@@ -56,14 +56,14 @@ ShmemFile::ShmemFile(MemorySystem& ms, LockDomain& locks, const ShmemConfig& cfg
     : ms_(ms),
       cfg_(cfg),
       backing_(ms.config().backing == Backing::real),
-      lockstat_(locks.lockstat()),
       spin_yield_(locks.spin_yield()),
       // shmem: mapping_gfp_mask = GFP_HIGHUSER_MOVABLE; ramfs_get_inode sets GFP_HIGHUSER.
       gfp_(cfg.variant == ShmemVariant::ramfs ? GFP_HIGHUSER : GFP_HIGHUSER_MOVABLE),
       clear_ticks_(ns_to_ticks(cfg.clear_ns)),
       fault_ticks_(ns_to_ticks(cfg.fault_ns)),
       mapping_(locks, cfg.variant == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock"),
-      lru_(ms, locks) {
+      lru_(ms, locks),
+      mmap_sem_(locks, "mmap_sem") {
   if (cfg.nr_pages < 1 || cfg.nr_pages > SHMEM_MAX_INDEX)
     bad_arg("nr_pages: " + std::to_string(cfg.nr_pages) + " is out of range (allowed: 1.." +
             std::to_string(SHMEM_MAX_INDEX) + ", SHMEM_MAX_INDEX)");
@@ -377,7 +377,9 @@ int ShmemFile::touch(ShmemTask& t, uint64_t idx) {
 
 int ShmemFile::handle_mm_fault(ShmemTask& t, uint64_t idx) {
   ++t.st.faults;
-  const uint64_t held = mmap_sem_.down_read(t.st, t.cpu, lockstat_);  // do_page_fault: down_read(&mm->mmap_sem)
+  LockToken mmap_tok;
+  mmap_sem_.lock_read(mmap_tok);  // do_page_fault: down_read(&mm->mmap_sem)
+  ++t.st.mmap_sem_reads;
   spin_for_ticks(fault_ticks_);
   Page* page = nullptr;
   int ret;
@@ -406,7 +408,7 @@ int ShmemFile::handle_mm_fault(ShmemTask& t, uint64_t idx) {
     if (!mapped) page_cache_release(ms_, t.cpu, page);
     read_byte(page);
   }
-  mmap_sem_.up_read(t.st, held);
+  mmap_sem_.unlock_read(mmap_tok);
   return ret;
 }
 
@@ -643,7 +645,6 @@ ShmemCheck ShmemFile::verify() const {
   if (dirset.size() != dirs.size()) c.fail("an index page is linked twice in the swap vector");
   for (const Page* d : dirs)
     if (cached[ms_.page_to_pfn(d)]) c.fail("an index page is also in the page cache");
-  if (mmap_sem_.readers() != 0) c.fail("mmap_sem still held for read");
   return c;
 }
 

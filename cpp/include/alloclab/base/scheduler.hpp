@@ -174,10 +174,10 @@ class Simulator {
   void failed_poll(VCpu& c);
   // Throws std::logic_error unless `c` is the earliest runnable CPU ("op" and "what" name the operation).
   void require_sync_point(const VCpu& c, const char* op, const std::string& what) const;
-  // WaitQueue's side: the simulator of the calling fiber; the calling CPU waits on `q`; `w` of `q` is woken at `at`;
-  // the waiter of `cpu`, if any.
+  // WaitQueue's side: the simulator of the calling fiber; the calling CPU waits on `q` (at its head with `first`);
+  // `w` of `q` is woken at `at`; the waiter of `cpu`, if any.
   static Simulator& on_a_fiber();
-  bool block(WaitQueue& q);
+  bool block(WaitQueue& q, bool first = false);
   void wake(const WaitQueue& q, const Waiter& w, vtime at);
   const Waiter* waiter_of(int cpu) const noexcept;
 

@@ -43,6 +43,9 @@ class WaitQueue {
   // Blocks the calling virtual CPU at the tail of the queue until a wake(): returns true. Returns false, without
   // waiting or after waiting, when the run is stopped (Simulator::stopped()). Call at a sync point.
   [[nodiscard]] bool wait();
+  // The same at the head of the queue: for a woken waiter that lost its race and keeps its place (the kernel's rwsem
+  // leaves a woken writer on its wait list until it gets the lock).
+  [[nodiscard]] bool wait_first();
 
   // Wakes `w`, one of this queue's waiters (from waiters()), at virtual time `at`: its clock becomes max(its clock,
   // at), it becomes runnable and its wait() returns true. Call at a sync point. std::invalid_argument ("waiter: ...")

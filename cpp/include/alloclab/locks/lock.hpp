@@ -59,13 +59,90 @@ class Lock {
   static void set_node(T& kt) {
     if constexpr (requires { kt.numa_node; }) kt.numa_node = tls_lockstat.node;
   }
-  // The kind's own acquire when it has one (pthread_mutex_lock), else enter() then wait().
-  template <class K>
-  static void acquire(K& k, typename K::Token& kt, bool yield) {
-    if constexpr (requires { k.acquire(kt, yield); })
-      k.acquire(kt, yield);
-    else if (!k.enter(kt))
+  // The kind's read side, when Read and it has one (ReadSideKind); else its (exclusive) lock.
+  template <bool Read, class K>
+  static bool enter(K& k, typename K::Token& kt) {
+    if constexpr (Read && ReadSideKind<K>)
+      return k.enter_read(kt);
+    else
+      return k.enter(kt);
+  }
+  template <bool Read, class K>
+  static bool try_enter(K& k, typename K::Token& kt) {
+    if constexpr (Read && ReadSideKind<K>)
+      return k.try_enter_read(kt);
+    else
+      return k.try_enter(kt);
+  }
+  template <bool Read, class K>
+  static void wait(K& k, typename K::Token& kt, bool yield) {
+    if constexpr (Read && ReadSideKind<K>)
+      k.wait_read(kt, yield);
+    else
       k.wait(kt, yield);
+  }
+  template <bool Read, class K>
+  static void leave(K& k, typename K::Token& kt) {
+    if constexpr (Read && ReadSideKind<K>)
+      k.leave_read(kt);
+    else
+      k.leave(kt);
+  }
+  // The kind's own acquire when it has one (pthread_mutex_lock), else enter() then wait().
+  template <bool Read, class K>
+  static void acquire(K& k, typename K::Token& kt, bool yield) {
+    if constexpr (!Read || !ReadSideKind<K>)
+      if constexpr (requires { k.acquire(kt, yield); }) {
+        k.acquire(kt, yield);
+        return;
+      }
+    if (!enter<Read>(k, kt)) wait<Read>(k, kt, yield);
+  }
+
+  template <bool Read>
+  void lock_as(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
+      vlock(t, Read);
+      return;
+    }
+    if (!stat_) {
+      with_kind(t, [this](auto& k, auto& kt) {
+        set_node(kt);
+        acquire<Read>(k, kt, yield_);
+      });
+      return;
+    }
+    if (with_kind(t, [](auto& k, auto& kt) {
+          set_node(kt);
+          return enter<Read>(k, kt);
+        })) {
+      stat_acquired(t, 0, 0, Read);
+      return;
+    }
+    const uint64_t c0 = clock_ticks();
+    with_kind(t, [this](auto& k, auto& kt) { wait<Read>(k, kt, yield_); });
+    stat_acquired(t, c0, clock_ticks(), Read);  // the end of the wait is also the start of the hold
+  }
+  template <bool Read>
+  bool trylock_as(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]]
+      return vtrylock(t, Read);
+    if (!with_kind(t, [](auto& k, auto& kt) {
+          set_node(kt);
+          return try_enter<Read>(k, kt);
+        }))
+      return false;
+    if (stat_) stat_acquired(t, 0, 0, Read);
+    return true;
+  }
+  template <bool Read>
+  void unlock_as(LockToken& t) {
+    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
+      vunlock(t, Read);
+      return;
+    }
+    if (stat_) stat_released(t, Read);
+    with_kind(t, [](auto& k, auto& kt) { leave<Read>(k, kt); });
   }
 
  public:
@@ -75,56 +152,26 @@ class Lock {
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
 
-  void lock(LockToken& t) {
-    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
-      vlock(t);
-      return;
-    }
-    if (!stat_) {
-      with_kind(t, [this](auto& k, auto& kt) {
-        set_node(kt);
-        acquire(k, kt, yield_);
-      });
-      return;
-    }
-    if (with_kind(t, [](auto& k, auto& kt) {
-          set_node(kt);
-          return k.enter(kt);
-        })) {
-      stat_acquired(t, 0, 0);
-      return;
-    }
-    const uint64_t c0 = clock_ticks();
-    with_kind(t, [this](auto& k, auto& kt) { k.wait(kt, yield_); });
-    stat_acquired(t, c0, clock_ticks());  // the end of the wait is also the start of the hold
-  }
+  // down_write for a reader-writer kind; the lock for every other kind.
+  void lock(LockToken& t) { lock_as<false>(t); }
+  // Acquires only if free (pcp_spin_trylock, down_write_trylock). A failed trylock counts nothing in lock_stat, as in
+  // the kernel.
+  bool trylock(LockToken& t) { return trylock_as<false>(t); }
+  void unlock(LockToken& t) { unlock_as<false>(t); }
 
-  // Acquires only if free (pcp_spin_trylock). A failed trylock counts nothing in lock_stat, as in the kernel.
-  bool trylock(LockToken& t) {
-    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]]
-      return vtrylock(t);
-    if (!with_kind(t, [](auto& k, auto& kt) {
-          set_node(kt);
-          return k.try_enter(kt);
-        }))
-      return false;
-    if (stat_) stat_acquired(t, 0, 0);
-    return true;
-  }
-
-  void unlock(LockToken& t) {
-    if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
-      vunlock(t);
-      return;
-    }
-    if (stat_) stat_released(t);
-    with_kind(t, [](auto& k, auto& kt) { k.leave(kt); });
-  }
+  // The read side (down_read, down_read_trylock, up_read): shared with other readers on a kind that has one (rwsem:
+  // lock_kinds()' read_side), excluding and excluded by lock(). On any other kind a reader takes the lock
+  // exclusively, as a writer would (mmap_sem on a spinlock: every fault serialised). lock_stat counts read
+  // acquisitions in the class's read row ("<class>-R", as /proc/lock_stat prints them) either way.
+  void lock_read(LockToken& t) { lock_as<true>(t); }
+  bool trylock_read(LockToken& t) { return trylock_as<true>(t); }
+  void unlock_read(LockToken& t) { unlock_as<true>(t); }
 
   LockKind kind() const { return kind_; }
   LockClassId lock_class() const { return cls_; }
   const LockDomain& domain() const { return *domain_; }
-  // Waiters queued behind the holder whose token this is (FIFO kinds; 0 for the others). For tests that build a
+  // Waiters queued behind the holder whose token this is (FIFO kinds; rwsem: its wait list, on threads; 0 for the
+  // others). For tests that build a
   // known queue order; call it only while that holder keeps the lock.
   uint32_t queued(const LockToken& holder) const {
     if (vlock_ && vt::current_cpu() >= 0) return vqueued();
@@ -132,14 +179,15 @@ class Lock {
   }
 
  private:
-  // contended_at == 0: acquired without waiting; otherwise the wait ran from contended_at to acquired_at.
-  void stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at);
-  void stat_released(LockToken& t);
+  // contended_at == 0: acquired without waiting; otherwise the wait ran from contended_at to acquired_at. `read`:
+  // counted in the class's read row.
+  void stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_at, bool read);
+  void stat_released(LockToken& t, bool read);
   // The virtual-clock side (virtual_lock.cpp), on the simulator's fibers. vlock() throws vt::Stopped when the run is
-  // stopped while it waits.
-  void vlock(LockToken& t);
-  bool vtrylock(LockToken& t);
-  void vunlock(LockToken& t);
+  // stopped while it waits. `read`: the read side (shared on a kind with one).
+  void vlock(LockToken& t, bool read);
+  bool vtrylock(LockToken& t, bool read);
+  void vunlock(LockToken& t, bool read);
   uint32_t vqueued() const;
 
   // The lock words of this lock's kind (one member is constructed, by kind_), alone on their line(s).
@@ -157,6 +205,7 @@ class Lock {
   LockKind kind_;
   bool stat_;
   bool yield_;
+  bool read_side_;                      // the kind has a shared read side (lock_kinds()' read_side)
   std::atomic<int32_t> last_cpu_{-1};   // lock_stat's lock->cpu, for bounces
   std::atomic<int32_t> last_node_{-1};  // the previous holder's model node, for hand-offs (-1: none among workers)
   std::unique_ptr<VirtualLock> vlock_;  // in a virtual-clock run's domain only

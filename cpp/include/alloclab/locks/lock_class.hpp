@@ -3,8 +3,8 @@
 // Models: lockdep's notion of a *lock class* — every `zone->lock` of every zone is one class, and /proc/lock_stat
 // reports per class. The catalogue lists the classes of the kernel paths alloclab models, each with its kernel
 // nature (spinlock, mutex, rwsem) and a default primitive that is the kernel's own: spinlock_t is a qspinlock, a
-// mutex is the kernel mutex (kmutex: optimistic spinning on the OSQ, then sleep). Any class's primitive can be
-// overridden per run.
+// mutex is the kernel mutex (kmutex: optimistic spinning on the OSQ, then sleep), an rw_semaphore the kernel's rwsem.
+// Any class's primitive can be overridden per run.
 // Leaves out: lockdep's dependency graph (no deadlock detection), lock subclasses, irq-state tracking.
 #pragma once
 
@@ -26,7 +26,7 @@ struct LockClassDef {
   std::string_view where;  // kernel file / struct it lives in
 };
 std::string_view to_string(LockNature n);  // "spinlock", "mutex", "rwsem"
-// The primitive a class of nature `n` gets unless the run says otherwise: the kernel's (qspinlock, kmutex).
+// The primitive a class of nature `n` gets unless the run says otherwise: the kernel's (qspinlock, kmutex, rwsem).
 LockKind default_kind(LockNature n);
 
 // Every lock class the models use: the kernel's (lock_class.cpp) and those that lab code registers for its own

@@ -11,7 +11,10 @@
 // appear in the statistics, so the counts of a run are exactly those of its workers. In a virtual-clock run (a
 // domain with a cost model) the workers are the simulator's virtual CPUs on one host thread: each counts into its
 // own slots all the same (stat_thread()), and times are virtual picoseconds.
-// Leaves out: lock_stat's per-call-site "contention points" tables and read/write splits.
+// Read and write acquisitions are counted apart, and rows() prints them as lockdep_proc.c's seq_stats does: a class
+// with only write (exclusive) acquisitions is one row under its name; a class read at all gets a "<class>-R" row, and
+// its write acquisitions, if any, a "<class>-W" row (e.g. mmap_sem-R, lockstat.rst's &mm->mmap_lock-R).
+// Leaves out: lock_stat's per-call-site "contention points" tables.
 #pragma once
 
 #include <cstdint>
@@ -57,9 +60,10 @@ class LockDomain;
 // Per-thread attachment to the domain whose locks this thread counts into.
 struct LockStatThread {
   const LockDomain* domain = nullptr;
-  LockStatCounters* slots = nullptr;  // indexed by LockClassId
-  int32_t cpu = -1;                   // model PU: bounces compare it with the lock's previous acquirer
-  int32_t node = 0;                   // its model node: where NUMA-aware kinds queue it; hand-offs compare it
+  LockStatCounters* slots = nullptr;       // indexed by LockClassId: write (exclusive) acquisitions
+  int32_t cpu = -1;                        // model PU: bounces compare it with the lock's previous acquirer
+  int32_t node = 0;                        // its model node: where NUMA-aware kinds queue it; hand-offs compare it
+  LockStatCounters* read_slots = nullptr;  // indexed by LockClassId: read acquisitions (Lock::lock_read)
 };
 extern thread_local LockStatThread tls_lockstat;
 
@@ -108,7 +112,7 @@ class LockDomain {
   bool lockstat_;
   bool spin_yield_;
   size_t nr_classes_;
-  size_t stride_;  // counter blocks per worker, one more than the classes (padding)
+  size_t stride_;  // counter blocks per worker: the classes' write blocks, their read blocks, one for padding
   std::vector<LockStatCounters> slots_;
   CostModel* costs_;
   mutable std::vector<LockStatThread> vthreads_;  // virtual-clock run: per virtual CPU

@@ -18,6 +18,7 @@
 #include "alloclab/locks/kinds/mcs.hpp"
 #include "alloclab/locks/kinds/pthread_mutex.hpp"
 #include "alloclab/locks/kinds/qspinlock.hpp"
+#include "alloclab/locks/kinds/rwsem.hpp"
 #include "alloclab/locks/kinds/shfllock.hpp"
 #include "alloclab/locks/kinds/ticket.hpp"
 #include "alloclab/locks/kinds/ttas.hpp"
@@ -32,6 +33,7 @@
   X(mcs, McsSpinlock)          \
   X(qspinlock, Qspinlock)      \
   X(kmutex, KernelMutex)       \
+  X(rwsem, Rwsem)              \
   X(cna, CnaSpinlock)          \
   X(cohort, CohortSpinlock)    \
   X(hmcs, HmcsSpinlock)        \
@@ -56,6 +58,8 @@ struct LockKindInfo {
   std::string_view doc;
   bool fifo;
   bool numa_aware;  // its Token carries the acquirer's node; on a 1-node model it degenerates to its base lock
+  bool read_side;   // it has a shared read side (enter_read, try_enter_read, wait_read, leave_read): Lock::lock_read
+                    // shares it; on another kind a reader takes the lock exclusively
 };
 std::span<const LockKindInfo> lock_kinds();
 std::string_view to_string(LockKind k);

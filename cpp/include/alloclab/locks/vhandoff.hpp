@@ -23,6 +23,7 @@ namespace alloclab {
 struct VWaitState {
   vt::vtime began = 0;  // when it began waiting: its spin budget and backoff run from here, across lost races
   uint32_t lost = 0;    // races it was woken for and lost to another CPU since it began (a starving waiter's sign)
+  bool read = false;    // it waits for a reader-writer kind's read side (Lock::lock_read)
 };
 
 // What a kind sees at a release.
@@ -34,13 +35,15 @@ struct VRelease {
   std::span<const VWaitState> states;  // indexed by virtual CPU
   uint32_t batch = 0;              // hand-offs in a row the kind kept within one node (VHandoff::batch), before this
   vt::vtime previous_release = 0;  // the lock's release before this one (0: none)
+  bool handoff = false;            // rwsem: the head waiter has set RWSEM_FLAG_HANDOFF (VirtualLock::handoff)
 
   vt::vtime transfer_to(int cpu) const { return costs.transfer(releaser, cpu); }
   int node_of(int cpu) const { return costs.node_of(cpu); }
   bool local(const vt::Waiter& w) const { return node_of(w.cpu) == node_of(releaser); }
 };
 
-// What a kind decides: at most two wake-ups (a spinner and a sleeper).
+// What a kind decides: at most two wake-ups (a spinner and a sleeper), or a reader-writer kind's grant of the read
+// side to its queued readers.
 struct VHandoff {
   struct Wake {
     int cpu;
@@ -48,9 +51,11 @@ struct VHandoff {
   };
   std::array<Wake, 2> wakes{};
   int nr_wakes = 0;
-  bool owned = false;  // the lock belongs to wakes[0].cpu from the release on (FIFO kinds)
-  bool batch = false;  // NUMA-aware kinds: this hand-off continues the batch within one node (the next release sees
-                       // VRelease::batch + 1); otherwise the batch restarts at 0
+  bool owned = false;    // the lock belongs to wakes[0].cpu from the release on (FIFO kinds)
+  bool batch = false;    // NUMA-aware kinds: this hand-off continues the batch within one node (the next release sees
+                         // VRelease::batch + 1); otherwise the batch restarts at 0
+  uint32_t readers = 0;  // a reader-writer kind: the first `readers` waiters for the read side (oldest first, writers
+                         // skipped) hold it from the release on, each woken at wakes[0].at (nr_wakes is 1)
 
   void wake(int cpu, vt::vtime at) { wakes[size_t(nr_wakes++)] = {cpu, at}; }
 };

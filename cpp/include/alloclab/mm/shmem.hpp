@@ -38,27 +38,28 @@
 // page_add_file_rmap; a task that finds the PTE taken drops its reference (the overlap case). lock_page sleeps as
 // the kernel's does in a virtual-clock run: on the page's hashed wait queue (page_waitqueue, 256 of them), until
 // unlock_page wakes it one futex wake-up later; on OS threads it spins (with sched_yield when oversubscribed).
-// mmap_sem: our Lock has no shared mode, so the read side is modelled as what it costs — one atomic RMW on the
-// rwsem's shared cache line to enter and one to leave; there is no writer, so no reader ever waits. It is counted
-// per task and reported as a lock_stat row by the scenario. (Modern kernels take the per-VMA lock instead,
-// lock_vma_under_rcu: also one atomic on one shared line per fault, so the same model stands for it.)
-// Virtual time: the PTE, mmap_sem's count and the page flags are atomic RMWs on tracked lines, the swap-vector walk
-// is a tree_step per level, clear_highpage with real backing is a bulk clear of 4 KiB on the page's node (each line
-// read for ownership and written), and the read of the page's first byte is a tracked line.
-// What the lock sections touch is tracked, so a hand-off of info->lock or the page-cache lock to another CPU pays,
-// besides the lock word's own transfer (the lock kind's hand-off), the transfer of every line the previous holder
-// wrote and the new one reads or writes, at the profile's distance between the two CPUs: the inode's first line
-// (info->flags, alloced, swapped, next_index: read by shmem_recalc_inode, written by alloced++ and by a growing
-// next_index), the swap-vector slots walked and the index-page links installed, the radix-tree node slots walked and
-// written and the node's count (page_cache.cpp), mapping->nrpages, the struct page (flags, references, mapping and
-// index) and the LRU counts. The lock word sits on a line of its own here; in 2.6.35 spinlock_t lock is the first
-// field of struct shmem_inode_info, on the same line as flags/alloced/swapped/next_index, so a hand-off there moves
-// one line: the model's info_lock() therefore hands the inode's first line to the new holder with the lock (no second
-// transfer), and the sections pay only for the other lines they touch.
-// Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits (max_blocks 0, as the seed's test),
-// VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the task's node), huge pages, the
-// modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a CAS on the PTE instead),
-// the TLB, readahead (ramfs has ra_pages 0 anyway), truncation racing with faults (teardown runs alone).
+// mmap_sem: a Lock of class mmap_sem (an rw_semaphore: the rwsem kind by default), taken for read around every
+// fault (do_page_fault's down_read / up_read): one atomic RMW on its count word to enter and one to leave, a line that
+// readers on different CPUs bounce; lock_stat prints its read row as "mmap_sem-R". Nothing here takes it for write,
+// so no reader ever waits. (Modern kernels take the per-VMA lock instead, lock_vma_under_rcu: also one atomic on one
+// shared line per fault, so the same model stands for it.)
+// Virtual time: the PTE and the page flags are atomic RMWs on tracked lines (mmap_sem's count word is its lock's), the
+// swap-vector walk is a tree_step per level, clear_highpage with real backing is a bulk clear of 4 KiB on the page's
+// node (each line read for ownership and written), and the read of the page's first byte is a tracked line. What the
+// lock sections touch is tracked, so a hand-off of info->lock or the page-cache lock to another CPU pays, besides the
+// lock word's own transfer (the lock kind's hand-off), the transfer of every line the previous holder wrote and the new
+// one reads or writes, at the profile's distance between the two CPUs: the inode's first line (info->flags, alloced,
+// swapped, next_index: read by shmem_recalc_inode, written by alloced++ and by a growing next_index), the swap-vector
+// slots walked and the index-page links installed, the radix-tree node slots walked and written and the node's count
+// (page_cache.cpp), mapping->nrpages, the struct page (flags, references, mapping and index) and the LRU counts. The
+// lock word sits on a line of its own here; in 2.6.35 spinlock_t lock is the first field of struct shmem_inode_info, on
+// the same line as flags/alloced/swapped/next_index, so a hand-off there moves one line: the model's info_lock()
+// therefore hands the inode's first line to the new holder with the lock (no second transfer), and the sections pay
+// only for the other lines they touch. Leaves out: swap (swapped stays 0; no swap-in/writepage), tmpfs size limits
+// (max_blocks 0, as the seed's test), VM_ACCOUNT/shmem_acct_block, memcg charging, mempolicies (pages come from the
+// task's node), huge pages, the modern fault-around (filemap_map_pages) and per-VMA lock details, the split PTE lock (a
+// CAS on the PTE instead), the TLB, readahead (ramfs has ra_pages 0 anyway), truncation racing with faults (teardown
+// runs alone).
 #pragma once
 
 #include <atomic>
@@ -126,19 +127,8 @@ struct ShmemConfig {
   X(tree_lock, sum, "mapping->tree_lock (xa_lock) acquisitions")                                     \
   X(lru_lock, sum, "lru_lock acquisitions (one per full pagevec)")                                   \
   X(mmap_sem_reads, sum, "mmap_sem read acquisitions (one per fault)")
-// The read side of mmap_sem in lock_stat's columns (only with lock_stat on; clock ticks).
-#define ALLOCLAB_MMAP_SEM_STATS(X)                                          \
-  X(mmap_acq_bounces, sum, "acquisitions on another CPU than the previous") \
-  X(mmap_hold_min, min, "shortest hold")                                    \
-  X(mmap_hold_max, max, "longest hold")                                     \
-  X(mmap_hold_total, sum, "all holds")
-struct MmapSemStats {
-  ALLOCLAB_COUNTERS(MmapSemStats, ALLOCLAB_MMAP_SEM_STATS)
-};
 struct ShmemStats {
   ALLOCLAB_COUNTERS(ShmemStats, ALLOCLAB_SHMEM_STATS)
-  MmapSemStats mmap;
-  void add_extra(const ShmemStats& o) { mmap += o.mmap; }
 };
 
 // The per-CPU pieces of the fault path for one task (a pinned worker is its CPU): its pagevec and radix-tree
@@ -157,38 +147,6 @@ class ShmemTask {
     s.lru_lock = pvec.lru_lock_taken;
     return s;
   }
-};
-
-// mm->mmap_sem, read side only (see the header comment).
-class alignas(64) MmapSem {
- public:
-  // down_read: one atomic RMW on the shared line. Returns the hold's start (clock ticks) with lock_stat on, else 0.
-  uint64_t down_read(ShmemStats& st, int cpu, bool lockstat) {
-    vcost::rmw(&count_);
-    count_.fetch_add(1, std::memory_order_acquire);
-    ++st.mmap_sem_reads;
-    if (!lockstat) return 0;
-    if (last_cpu_.load(std::memory_order_relaxed) != cpu) {  // lock_stat's lock->cpu
-      ++st.mmap.mmap_acq_bounces;
-      last_cpu_.store(cpu, std::memory_order_relaxed);
-    }
-    return clock_ticks();
-  }
-  void up_read(ShmemStats& st, uint64_t started) {
-    if (started) {
-      const uint64_t h = clock_ticks() - started;
-      st.mmap.mmap_hold_total += h;
-      if (h < st.mmap.mmap_hold_min) st.mmap.mmap_hold_min = h;
-      if (h > st.mmap.mmap_hold_max) st.mmap.mmap_hold_max = h;
-    }
-    vcost::rmw(&count_);
-    count_.fetch_sub(1, std::memory_order_release);
-  }
-  long readers() const { return count_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<long> count_{0};
-  std::atomic<int> last_cpu_{-1};
 };
 
 // What verify() found.
@@ -246,7 +204,7 @@ class ShmemFile {
   uint64_t next_index() const { return info_.next_index; }
   uint64_t index_pages() const { return info_.index_pages; }  // installed in the swap vector
   Page* pte_page(uint64_t idx) const { return reinterpret_cast<Page*>(pte_[idx].load(std::memory_order_acquire)); }
-  const MmapSem& mmap_sem() const { return mmap_sem_; }
+  Lock& mmap_sem() { return mmap_sem_; }  // mm->mmap_sem (for tests: no fault may run while they take it)
 
  private:
   struct ShmemInodeInfo {        // struct shmem_inode_info; fields under info->lock
@@ -292,13 +250,13 @@ class ShmemFile {
 
   MemorySystem& ms_;
   const ShmemConfig cfg_;
-  const bool backing_, lockstat_, spin_yield_;
+  const bool backing_, spin_yield_;
   const gfp_t gfp_;
   const uint64_t clear_ticks_, fault_ticks_;
   alignas(64) ShmemInodeInfo info_;
   alignas(64) PageCache mapping_;
   LruCache lru_;
-  MmapSem mmap_sem_;
+  Lock mmap_sem_;                                            // mm->mmap_sem
   line_vector<std::atomic<uint64_t>> pte_;                   // Page* of each index's PTE, 0 = pte_none
   std::vector<std::unique_ptr<WaitEvent>> page_wait_table_;  // folio_wait_table: PG_locked sleepers by page hash
   std::vector<char*> backing_base_;                          // each node's 4 KiB frames (Backing::real), by node

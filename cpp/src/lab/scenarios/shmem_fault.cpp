@@ -11,8 +11,8 @@
 // Summary: faults/s, total time (the slowest worker), info_lock_per_fault (info->lock acquisitions per fault: 2, 1,
 // 0, 1 for lock_twice, prealloc, ramfs, modern with disjoint, plus the index-page retakes of shmem_swp_alloc,
 // counted separately as index_page_allocs), the lock_stat picture (info->lock vs mapping->tree_lock contention),
-// the page-cache size. lock_stat gets one extra row, "mmap_sem" (kind rwsem-read), made from the fault path's own
-// counts of the read side (our Lock has no shared mode; see shmem.hpp).
+// the page-cache size. mmap_sem is a real rw_semaphore taken for read on every fault: its lock_stat row is
+// "mmap_sem-R" (as /proc/lock_stat prints a read side), one acquisition per fault.
 // Checked after every run: the lock formulas of shmem.hpp (lock_expectations, against lock_stat by the runner); and,
 // as model bugs (std::logic_error): the fault path's own counts adding up (faults = misses + page-cache hits, every
 // index of the file inserted once; with disjoint: faulted once, no race), the page cache holding one uptodate,
@@ -183,19 +183,6 @@ class ShmemFault final : public Scenario {
     emit_counters(s, m);
     m.emplace_back("check", c.summary() + "; allocator " + before.summary() + "; after teardown " + after.summary());
 
-    if (env.locks.lockstat() && s.mmap_sem_reads) {  // the read side of mmap_sem, in lock_stat's columns
-      const double ns = ns_per_tick();
-      LockStatRow mm{};
-      mm.cls = "mmap_sem";
-      mm.kind = "rwsem-read";
-      mm.acq_bounces = s.mmap.mmap_acq_bounces;
-      mm.acquisitions = s.mmap_sem_reads;
-      mm.hold_min_ns = double(s.mmap.mmap_hold_min) * ns;
-      mm.hold_max_ns = double(s.mmap.mmap_hold_max) * ns;
-      mm.hold_total_ns = double(s.mmap.mmap_hold_total) * ns;
-      mm.hold_avg_ns = mm.hold_total_ns / double(s.mmap_sem_reads);
-      r.lockstat.push_back(mm);
-    }
     file_.reset();
     ms_.reset();
   }
@@ -252,7 +239,7 @@ class ShmemFault final : public Scenario {
   }
 
   // info->lock as shmem.hpp's formula has it for the variant; the page-cache lock once per miss; lru_lock once per
-  // pagevec drain.
+  // pagevec drain; mmap_sem's read side once per fault.
   std::vector<LockExpectation> lock_expectations(const RunEnv&, const RunResult&) const override {
     const ShmemStats s = file_->totals();
     const uint64_t misses = s.new_pages + s.eexist_races;
@@ -277,7 +264,8 @@ class ShmemFault final : public Scenario {
     const char* tree = variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock";
     return {info,
             {"tree_lock", tree, misses, "one per miss (new pages + EEXIST losers) = " + n(misses)},
-            {"lru_lock", "lru_lock", s.lru_lock, "one per pagevec drain (14 pages) = " + n(s.lru_lock)}};
+            {"lru_lock", "lru_lock", s.lru_lock, "one per pagevec drain (14 pages) = " + n(s.lru_lock)},
+            {"mmap_sem_read", "mmap_sem-R", s.faults, "one down_read per fault = " + n(s.faults)}};
   }
 
   // The fault path's own counts against each other and against the file: the mismatches, empty when they add up.

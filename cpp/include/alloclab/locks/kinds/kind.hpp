@@ -10,7 +10,7 @@
 // queued(holder) (waiters behind the holder whose token it is, 0 for kinds that do not queue); vhandoff() (its
 // hand-off in virtual time, vhandoff.hpp). Optional: acquire(token, yield), the primitive's own blocking path for
 // when nobody needs to know whether it contended (lock_stat off); a `numa_node` in the Token of a NUMA-aware kind,
-// which the Lock fills with the acquirer's model node before enter()/try_enter().
+// which the Lock fills with the acquirer's model node before enter()/try_enter(); a read side (ReadSideKind below).
 #pragma once
 
 #include <atomic>
@@ -45,6 +45,21 @@ concept LockKindType = std::is_trivially_default_constructible_v<typename K::Tok
   { held.queued(holder) }
   noexcept->std::same_as<uint32_t>;
   { K::vhandoff(r) } -> std::same_as<VHandoff>;
+};
+
+// A reader-writer kind (rwsem) also has a shared read side, beside enter()/wait()/leave() as its write side:
+// enter_read() (fast path: true if acquired; otherwise wait_read() continues from where it left the lock),
+// try_enter_read() (never queues), wait_read() (returns holding the read side), leave_read().
+template <class K>
+concept ReadSideKind = LockKindType<K> && requires(K& k, typename K::Token& t, bool yield) {
+  { k.enter_read(t) }
+  noexcept->std::same_as<bool>;
+  { k.try_enter_read(t) }
+  noexcept->std::same_as<bool>;
+  { k.wait_read(t, yield) }
+  noexcept->std::same_as<void>;
+  { k.leave_read(t) }
+  noexcept->std::same_as<void>;
 };
 
 }  // namespace alloclab
