@@ -227,7 +227,9 @@ def test_ctrl_c_that_interrupts_a_join_on_a_run_in_a_daemon_thread_exits_cleanly
     assert child.stdout.readline().strip() == "joining"
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=120)
-    assert child.returncode == 1, err  # an uncaught KeyboardInterrupt
+    # An uncaught KeyboardInterrupt: CPython ends with status 1 or kills itself with SIGINT (bpo-1054041, the exit
+    # a shell expects after Ctrl-C); both were seen here, depending on timing at exit under load. Never SIGABRT.
+    assert child.returncode in (1, -signal.SIGINT), err
     assert "KeyboardInterrupt" in err and "terminate called" not in err
 
 
