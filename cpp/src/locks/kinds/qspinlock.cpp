@@ -75,22 +75,22 @@ McsNode* decode_tail(uint32_t tail) {
 
 // queued_spin_lock_slowpath. Call after enter() failed; returns holding the lock.
 void Qspinlock::wait(Token& t, bool yield) noexcept {
-  uint32_t v = val.load(std::memory_order_relaxed);
+  uint32_t v = val().load(std::memory_order_relaxed);
   // A pending -> locked hand-over in progress: look once more (_Q_PENDING_LOOPS = 1).
-  if (v == kPendingVal) v = val.load(std::memory_order_relaxed);
+  if (v == kPendingVal) v = val().load(std::memory_order_relaxed);
   // Anyone pending or queued: queue.
   if ((v & ~kLockedMask) == 0) {
     // 0,0,* -> 0,1,*: we are the pending waiter.
-    v = val.fetch_or(kPendingVal, std::memory_order_acquire);
+    v = val().fetch_or(kPendingVal, std::memory_order_acquire);
     if ((v & ~kLockedMask) == 0) {
       // Wait for the owner to go (the locked byte to clear), then take it: *,1,0 -> *,0,1.
       if (v & kLockedMask)
-        while (val.load(std::memory_order_acquire) & kLockedMask) spin_relax(yield);
-      val.fetch_add(kLockedVal - kPendingVal, std::memory_order_relaxed);  // clear_pending_set_locked
+        while (val().load(std::memory_order_acquire) & kLockedMask) spin_relax(yield);
+      val().fetch_add(kLockedVal - kPendingVal, std::memory_order_relaxed);  // clear_pending_set_locked
       return;
     }
     // Someone pended or queued meanwhile: undo our pending bit if we set it, and queue.
-    if (!(v & kPendingVal)) val.fetch_and(~kPendingVal, std::memory_order_relaxed);
+    if (!(v & kPendingVal)) val().fetch_and(~kPendingVal, std::memory_order_relaxed);
   }
 
   // The queue: this CPU's next free node.
@@ -103,9 +103,9 @@ void Qspinlock::wait(Token& t, bool yield) noexcept {
   // The lock may have become free meanwhile.
   if (!try_enter(t)) {
     // xchg_tail: publish our node as the tail (release: the node's initialisation with it), keep the other fields.
-    uint32_t old = val.load(std::memory_order_relaxed);
-    while (!val.compare_exchange_weak(old, (old & ~kTailMask) | tail, std::memory_order_acq_rel,
-                                      std::memory_order_relaxed)) {
+    uint32_t old = val().load(std::memory_order_relaxed);
+    while (!val().compare_exchange_weak(old, (old & ~kTailMask) | tail, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed)) {
     }
     McsNode* next = nullptr;
     if (old & kTailMask) {  // a predecessor: link in and wait to become the head
@@ -114,15 +114,15 @@ void Qspinlock::wait(Token& t, bool yield) noexcept {
       next = node.next().load(std::memory_order_acquire);
     }
     // The head: wait for the owner and the pending waiter to go.
-    while ((v = val.load(std::memory_order_acquire)) & kLockedPendingMask) spin_relax(yield);
+    while ((v = val().load(std::memory_order_acquire)) & kLockedPendingMask) spin_relax(yield);
     // Alone in the queue: take the lock and clear the tail at once.
     if ((v & kTailMask) == tail &&
-        val.compare_exchange_strong(v, kLockedVal, std::memory_order_acquire, std::memory_order_relaxed)) {
+        val().compare_exchange_strong(v, kLockedVal, std::memory_order_acquire, std::memory_order_relaxed)) {
       mine.count.fetch_sub(1, std::memory_order_relaxed);
       return;
     }
     // Others queued behind us: set the locked byte, then make our successor the head.
-    val.fetch_or(kLockedVal, std::memory_order_acquire);  // set_locked
+    val().fetch_or(kLockedVal, std::memory_order_acquire);  // set_locked
     if (!next)
       while ((next = node.next().load(std::memory_order_acquire)) == nullptr) cpu_pause();
     mcs_pass(*next, 1);
@@ -131,7 +131,7 @@ void Qspinlock::wait(Token& t, bool yield) noexcept {
 }
 
 uint32_t Qspinlock::queued(const Token&) const noexcept {
-  const uint32_t v = val.load(std::memory_order_acquire);
+  const uint32_t v = val().load(std::memory_order_acquire);
   uint32_t n = (v & kPendingVal) ? 1 : 0;
   if (!(v & kTailMask)) return n;
   // The queue is every node in use from which the next links reach the tail (a node has no link to its lock).

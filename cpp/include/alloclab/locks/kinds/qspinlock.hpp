@@ -9,12 +9,18 @@
 // behind its predecessor and spins on its own flag; the queue head spins on the word until locked and pending are
 // both clear, takes the lock (clearing the tail if it is alone), and passes the head role to its successor. A "CPU"
 // here is a thread: each thread that ever queues gets a CPU number of its own (returned when it exits).
-// Fairness: FIFO among waiters (pending first, then the queue). Cost: one cmpxchg and one release uncontended; with
-// contention one line transfer per hand-off (the head spins on the lock word itself).
+// Fairness: FIFO among waiters (pending first, then the queue). Cost: one cmpxchg and one plain byte store
+// uncontended (queued_spin_unlock's smp_store_release on the locked byte); with contention one line transfer per
+// hand-off (the head spins on the lock word itself).
+// The word is reached through std::atomic_ref, 4 bytes wide or, for the release, its locked byte alone: mixed-width
+// atomics on one word, as the kernel's union in qspinlock_types.h does (x86 and arm64 order a byte store against a
+// locked RMW on the containing word; ISO C++ leaves mixed widths unspecified, so this kind relies on the hardware as
+// the kernel does). Little-endian hosts only: the locked byte is the word's first byte.
 // Leaves out: paravirt spinning (pv_wait_node/pv_kick), the 8-bit xchg of the tail (a cmpxchg loop on the word here,
-// the kernel's NR_CPUS >= 16K variant), the locked-byte release store (an atomic subtract here: C++ atomics cannot
-// mix widths on one word), qspinlock statistics.
+// the kernel's NR_CPUS >= 16K variant), qspinlock statistics.
 #pragma once
+
+#include <bit>
 
 #include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/mcs.hpp"
@@ -44,14 +50,14 @@ struct Qspinlock {
   // queued_spin_lock's fast path: 0 -> locked.
   bool enter(Token&) noexcept {
     uint32_t expected = 0;
-    return val.compare_exchange_strong(expected, kLockedVal, std::memory_order_acquire, std::memory_order_relaxed);
+    return val().compare_exchange_strong(expected, kLockedVal, std::memory_order_acquire, std::memory_order_relaxed);
   }
   // queued_spin_trylock: only when the whole word is 0 (nobody holds, pends or queues).
-  bool try_enter(Token& t) noexcept { return val.load(std::memory_order_relaxed) == 0 && enter(t); }
+  bool try_enter(Token& t) noexcept { return val().load(std::memory_order_relaxed) == 0 && enter(t); }
   // queued_spin_lock_slowpath (qspinlock.cpp): pending, or the queue.
   void wait(Token&, bool yield) noexcept;
-  // queued_spin_unlock: clears the locked byte.
-  void leave(Token&) noexcept { val.fetch_sub(kLockedVal, std::memory_order_release); }
+  // queued_spin_unlock: smp_store_release(&lock->locked, 0), a plain store of the locked byte.
+  void leave(Token&) noexcept { locked().store(0, std::memory_order_release); }
   // The pending waiter plus the nodes queued behind the tail's predecessors (for tests; call while holding the lock).
   uint32_t queued(const Token&) const noexcept;
 
@@ -60,7 +66,12 @@ struct Qspinlock {
   // one transfer; the new holder's store into its successor's node comes after, inside its critical section.
   static VHandoff vhandoff(const VRelease& r) { return McsSpinlock::vhandoff(r); }
 
-  std::atomic<uint32_t> val{0};  // locked byte | pending bit | tail
+  // The whole word (atomic_t val), and its locked byte (u8 locked: the first byte on a little-endian host).
+  std::atomic_ref<uint32_t> val() const noexcept { return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(word_)); }
+  std::atomic_ref<uint8_t> locked() noexcept { return std::atomic_ref<uint8_t>(*reinterpret_cast<uint8_t*>(&word_)); }
+
+  alignas(std::atomic_ref<uint32_t>::required_alignment) uint32_t word_ = 0;  // locked byte | pending bit | tail
 };
+static_assert(std::endian::native == std::endian::little, "qspinlock's locked byte is the first byte of its word");
 
 }  // namespace alloclab
