@@ -49,6 +49,17 @@ def test_acquisitions_are_exact(kind, threads, clock):
     assert r.summary["acquisitions"] == threads * 3000
 
 
+@pytest.mark.parametrize(
+    ("iterations", "samples"),
+    [(100, 100), (4096, 4096), (4097, 4097), (8192, 4096), (10_000, 5000), (12_289, 4097)],
+)
+def test_acquire_latency_is_sampled_at_most_4096_times_per_worker_evenly(iterations, samples, clock):
+    # Every acquisition up to 4096, then every (iterations // 4096)-th: 10_000 -> every 2nd, 12_289 -> every 3rd.
+    r = al.run("lock_zoo", **on(clock, "node:1 core:2 pu:1"), threads=2, iterations=iterations, lockstat=False)
+    assert list(r.workers.lat_count) == [samples, samples]
+    assert list(r.workers.ops) == [iterations, iterations]
+
+
 def test_several_locks_split_the_acquisitions():
     r = al.run("lock_zoo", threads=2, locks_n=8, iterations=2000, seed=3)
     assert r.lockstat.set_index("class").loc["lock_zoo"].acquisitions == 4000
