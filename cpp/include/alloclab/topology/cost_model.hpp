@@ -10,7 +10,8 @@
 // of the run's inputs: the same virtual times on every host), `measured` charges the host time the code really took,
 // scaled by the clock ratio host / profile (charged at each sync point; not reproducible, as host time is not).
 // Model code reaches the run's model through the vcost:: functions below, which do nothing in a real-clock run.
-// Every call happens on the simulator's fibers, at sync points, so the state is touched in virtual-time order.
+// Every call happens on the simulator's fibers, at sync points, so the state is touched in virtual-time order (but
+// forget(), of memory no other CPU can reach yet).
 // Lines are keyed by address, so the memory model code tracks must sit on lines the same way in every run: node
 // memory, alignas(64) objects and line_vectors (base/line_aligned.hpp); a fresh object from the host's heap is
 // forget()-ten first. Virtual times then never depend on the host's heap.
@@ -81,7 +82,7 @@ class CostModel {
   // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
   // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
   // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
-  // live neighbour's state is lost. Charges nothing.
+  // live neighbour's state is lost. Charges nothing and is no sync point.
   void forget(const void* p, uint64_t bytes);
   // Streaming `bytes` to or from node `node`'s memory (a sync point): at the core's bandwidth or the node's share
   // of it, whichever is lower, the node's bandwidth being shared by the bulk work running on it at that time.
