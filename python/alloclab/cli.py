@@ -282,6 +282,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._run import run
 
     fixed, _ = parse_assignments(args.params, _types(args.scenario))
+    _check_csv(args)
     options = _options(args, fixed)
     # --out is checked and held before the run (a file, a directory that cannot be written, another writer, an
     # earlier result without --force), not after it.
@@ -294,8 +295,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result = run(args.scenario, **options, **fixed)
         _print_run(args, result)
         if writer is not None:
-            path = results._save(writer, result, meta=None, format="auto", env=None)
+            path = results._save(writer, result, meta=None, env=None)
             print(f"\nsaved to {path}")
+    if args.out:
+        _export_csv(args)
     return 1 if result.stopped else 0
 
 
@@ -328,6 +331,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     fixed, grid = parse_assignments(args.params, _types(args.scenario), lists=True)
     if args.resume and not args.out:
         raise ValueError("--resume needs --out DIR (the directory of the sweep to resume)")
+    _check_csv(args)
     options = _options(args, fixed)
     progress = _progress(args)
     try:
@@ -363,6 +367,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{row['status']}: {where}: {row['error']}")
     if args.out:
         print(f"saved to {args.out}")
+        _export_csv(args)
     failed = int((runs["status"] == "error").sum())  # a "stopped" row ran until the --timeout it was given
     if failed and not args.keep_going:
         print(
@@ -413,7 +418,7 @@ def _reproduce(
         print(f"== {study.name}: {study.title}")
         print(f"   seed: {study.seed or 'none (nothing published to compare with)'}; quick={quick}")
         try:
-            done = studies.reproduce(study, quick=quick, out=args.out, progress=progress)
+            done = studies.reproduce(study, quick=quick, out=args.out, progress=progress, csv=args.csv)
         except Exception as exc:  # one failing study must not hide the others
             failures += 1
             print(f"   FAILED: {studies.format_error(exc)}", file=sys.stderr)
@@ -439,6 +444,20 @@ def _reproduce(
 
         print(f"report: {report.build(args.out)}")
     return 1 if failures else 0
+
+
+def _check_csv(args: argparse.Namespace) -> None:
+    if args.csv and not args.out:
+        raise ValueError("--csv needs --out DIR (it exports copies of the tables saved there)")
+
+
+def _export_csv(args: argparse.Namespace) -> None:
+    """``--csv``: CSV copies of the tables saved in ``--out`` (the Parquet files stay the result)."""
+    from . import results
+
+    if args.csv:
+        files = results.export_csv(args.out)
+        print(f"CSV copies: {', '.join(str(f) for f in files)}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -502,6 +521,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", action="store_true", help="print the per-worker table")
     p.add_argument("--out", metavar="DIR", help="save the result with its provenance to DIR")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
+    _csv_option(p)
     _run_options(p)
     p.set_defaults(func=_cmd_run)
 
@@ -515,6 +535,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
+    _csv_option(p)
     p.add_argument(
         "--keep-going", action="store_true", help="exit 0 even when runs failed (their error rows are kept and shown)"
     )
@@ -528,6 +549,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes (also: ALLOCLAB_QUICK=1)")
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
     p.add_argument("--list", action="store_true", help="list the studies and exit")
+    _csv_option(p, "also CSV copies of each study's tables in its run directory's csv/")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
     _cluster_options(p)
     p.set_defaults(func=_cmd_reproduce)
@@ -555,6 +577,11 @@ def _command(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
 
 def _epilog(command: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
+
+
+def _csv_option(p: argparse.ArgumentParser, help: str = "") -> None:
+    default = "with --out: also CSV copies of the tables in DIR/csv/ (the result is DIR's Parquet files)"
+    p.add_argument("--csv", action="store_true", help=help or default)
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:

@@ -138,7 +138,7 @@ def test_sweep_saves_a_grid_and_fails_when_a_run_failed_unless_keep_going(tmp_pa
     assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "ticket"]}
     assert meta["fixed"] == {"iterations": 200}
     assert "sweep" in meta["command_line"]
-    assert (tmp_path / "sweep" / "workers.parquet").exists() or (tmp_path / "sweep" / "workers.csv").exists()
+    assert (tmp_path / "sweep" / "workers.parquet").exists()
 
 
 def test_reproduce_list_names_lock_zoo(capsys):
@@ -259,7 +259,7 @@ def test_reproduce_all_quick_writes_tables_and_plots(tmp_path):
         assert f"== {name}:" in out.stdout
         (stamp,) = list((tmp_path / name).iterdir())
         files = {p.name for p in stamp.iterdir()}
-        assert {"table.csv", "meta.json", "data.csv"} <= files, files
+        assert {"table.parquet", "meta.json", "data.parquet"} <= files, files
         pngs = [p for p in stamp.glob("*.png")]
         assert pngs and all(p.stat().st_size > 1000 for p in pngs)
         meta = al.results.load(stamp).meta
