@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import interrupt_cli
 
@@ -215,6 +216,21 @@ def test_every_help_ends_with_examples_that_parse_and_pass_the_engines_checks(ca
         main(["sweep", "--help"])
     assert exit.value.code == 0
     assert "examples:\n  alloclab sweep lock_zoo lock=spin,ticket,mcs" in capsys.readouterr().out
+
+
+def test_csv_exports_copies_beside_the_parquet_result(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["run", "lock_zoo", "threads=2", "iterations=10", "--out", str(run), "--csv"]) == 0
+    assert sorted(p.name for p in (run / "csv").iterdir()) == ["data.csv", "lockstat.csv", "workers.csv"]
+    assert pd.read_csv(run / "csv" / "workers.csv")["ops"].tolist() == [10, 10]
+    assert al.results.load(run).meta["files"]["workers"] == "workers.parquet"  # the result stays Parquet
+    sweep = tmp_path / "sweep"
+    args = ["sweep", "lock_zoo", "threads=1,2", "iterations=10", "--repeats", "1", "--out", str(sweep), "--csv"]
+    assert main([*args, "--no-progress"]) == 0
+    assert pd.read_csv(sweep / "csv" / "data.csv")["acquisitions"].tolist() == [10, 20]
+    capsys.readouterr()
+    assert main(["run", "lock_zoo", "threads=1", "iterations=10", "--csv"]) == 1
+    assert "--csv needs --out DIR" in capsys.readouterr().err
 
 
 def test_out_never_replaces_an_earlier_result(tmp_path, capsys):
