@@ -4,6 +4,7 @@
 
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
+    alloclab metrics [SCENARIO]
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--keep-going] [--timeout S] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
@@ -25,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "alloclab topology --xml machine.xml",
     ),
     "scenarios": ("alloclab scenarios", "alloclab scenarios vmalloc_stress"),
+    "metrics": ("alloclab metrics lock_zoo", "alloclab metrics"),
     "machines": ("alloclab machines", "alloclab machines xeon-8380-2s"),
     "run": (
         "alloclab run lock_zoo threads=2 lock=ticket iterations=10000 --lockstat",
@@ -243,25 +247,35 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
-    from ._catalogue import did_you_mean, scenarios
+    from ._catalogue import scenarios
 
-    table = scenarios()
-    if args.scenario:
-        if args.scenario not in set(table["scenario"]):
-            names = _unique(table)
-            raise ValueError(
-                f"unknown scenario {args.scenario!r} (available: {', '.join(names)})"
-                + did_you_mean(args.scenario, names)
-            )
-        table = table[table["scenario"] == args.scenario]
+    table = scenarios(args.scenario)
+    width = shutil.get_terminal_size().columns
+    for name in _unique(table):
+        part = table[table["scenario"] == name].copy()
+        print("\n".join(_wrap(f"{name}: {part['scenario_doc'].iloc[0]}", width)))
+        units = part["size_unit"].tolist()
+        part["default"] = [_with_size(v, u) for v, u in zip(part["default"], units, strict=True)]
+        part["allowed"] = [_with_size(v, u, m) for v, u, m in zip(part["allowed"], units, part["max"], strict=True)]
+        print(_fit(part[["parameter", "type", "default", "allowed", "doc"]], ["default", "allowed", "doc"], width))
+        print()
+    options = "topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs (see al.run)."
+    print("\n".join(_wrap(f"Every run also takes: {options}", width)))
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from ._catalogue import metrics
+
+    table = metrics(args.scenario)
+    width = shutil.get_terminal_size().columns
     for name in _unique(table):
         part = table[table["scenario"] == name]
-        print(f"{name}: {part['scenario_doc'].iloc[0]}")
-        cols = ["parameter", "type", "default", "allowed", "doc"]
-        print(_indent(part[cols].to_string(index=False)))
-        print()
-    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs")
-    print("(see al.run).")
+        for level in ("summary", "worker"):
+            rows = part[part["level"] == level]
+            print(f"{name}: {'r.summary (one value per run)' if level == 'summary' else 'r.workers (per worker)'}")
+            print(_fit(rows[["metric", "unit", "meaning"]], ["meaning"], width))
+            print()
     return 0
 
 
@@ -510,6 +524,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", nargs="?", help="only this scenario")
     p.set_defaults(func=_cmd_scenarios)
 
+    p = _command(sub, "metrics", "list what a scenario reports: every summary and per-worker figure, unit, meaning")
+    p.add_argument("scenario", nargs="?", help="only this scenario")
+    p.set_defaults(func=_cmd_metrics)
+
     p = _command(sub, "machines", "list the machine profiles of virtual-clock runs, or show one with its sources")
     p.add_argument("name", nargs="?", help="a profile name or TOML file: print every number with its source")
     p.set_defaults(func=_cmd_machines)
@@ -686,6 +704,49 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def _unique(table: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(table["scenario"]))
+
+
+def _with_size(value: Any, unit: str | None, upper: Any = None) -> str:
+    """A parameter's default (or its allowed range, with ``upper`` its maximum) with the size it stands for beside
+    it when the catalogue declares a size unit: ``16384 (16 KiB)``, ``1..1073741824 (up to 1 GiB)``."""
+    from ._catalogue import human_size
+
+    if not unit:
+        return str(value)
+    if upper is None:
+        return f"{value} ({human_size(value, unit)})" if value else str(value)
+    return f"{value} (up to {human_size(upper, unit)})"
+
+
+def _fit(table: pd.DataFrame, wrap: Sequence[str], width: int, indent: int = 3) -> str:
+    """``table`` as text no wider than ``width``: the columns in ``wrap`` are wrapped (at spaces) into what the other
+    columns, at their natural widths, leave. Each but the last gets an equal share of what is left for it and the
+    last (of 3 columns: a quarter, a third, the rest), or its longest word if that takes at most half; the last gets
+    the rest, and at least 12 characters, so a very narrow terminal still shows the table (wider than it)."""
+    text = table.astype(str).replace({"None": "-", "nan": "-"})
+    columns = list(text.columns)
+    natural = {c: max([len(c), *(len(v) for v in text[c])]) for c in columns}
+    room = width - indent - 2 * (len(columns) - 1) - sum(natural[c] for c in columns if c not in wrap)
+    widths = dict(natural)
+    for i, col in enumerate(wrap):
+        if i == len(wrap) - 1:  # the last takes the rest
+            widths[col] = max(12, room)
+            break
+        word = max(len(w) for v in text[col] for w in [*v.split(), ""])  # whole, unless it takes half the room
+        widths[col] = min(natural[col], max(room // (len(wrap) - i + 1), min(word, room // 2)))
+        room -= widths[col]
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns).rstrip()]
+    for row in text.itertuples(index=False):
+        cells = [_wrap(v, widths[c]) if c in wrap else [v] for c, v in zip(columns, row, strict=True)]
+        for k in range(max(len(cell) for cell in cells)):
+            cut = [(cell[k] if k < len(cell) else "").ljust(widths[c]) for cell, c in zip(cells, columns, strict=True)]
+            lines.append("  ".join(cut).rstrip())
+    return _indent("\n".join(lines), indent)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces (``zone->lock`` stays whole)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def _fmt(table: pd.DataFrame) -> str:
