@@ -7,12 +7,15 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 
 #include "alloclab/base/suggest.hpp"
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_class.hpp"
+#include "alloclab/mm/shmem.hpp"
+#include "alloclab/mm/vmalloc/percpu.hpp"
 #include "alloclab/topology/topology.hpp"
 #include "gil_gate.hpp"
 #include "register.hpp"
@@ -262,6 +265,24 @@ py::list scenarios_py() {
   return out;
 }
 
+// (name, doc) of each column the engine declares for a row type.
+template <class Row>
+py::list column_docs(std::span<const Column<Row>> cols) {
+  py::list l;
+  for (const Column<Row>& c : cols) l.append(py::make_tuple(std::string(c.name), std::string(c.doc)));
+  return l;
+}
+
+// (name, doc) of each counter of a stats struct's list (ALLOCLAB_COUNTERS), as emit_counters names them.
+template <class Stats>
+py::list counter_docs() {
+  py::list l;
+  Stats{}.for_each_counter([&](const char* name, uint64_t, const char* doc) {
+    l.append(py::make_tuple(std::string(name), std::string(doc)));
+  });
+  return l;
+}
+
 // alloclab._core.run and check_run take the same arguments, declared here once.
 template <class F>
 void def_run_arguments(py::module_& m, const char* name, F f, const char* doc) {
@@ -325,6 +346,18 @@ PYBIND11_MODULE(_core, m) {
       "The tail of an error message naming the candidates closest to a mistyped name (\"; did you mean 'x'?\"), or "
       "\"\".");
   m.def("scenarios", &scenarios_py);
+  m.def(
+      "worker_columns", [] { return column_docs(worker_columns()); },
+      "(name, doc) of every column of a run's per-worker table that comes before the scenario's own figures.");
+  m.def(
+      "counters",
+      [] {
+        py::dict d;  // the stats structs whose counters scenarios emit whole (emit_counters), by struct name
+        d["ShmemStats"] = counter_docs<mm::ShmemStats>();
+        d["VmallocStats"] = counter_docs<vmalloc::VmallocStats>();
+        return d;
+      },
+      "(name, doc) of every counter of the stats structs that scenarios emit as figures, by struct name.");
   m.def("lock_kinds", [] {
     py::list l;
     for (const auto& k : lock_kinds())

@@ -42,7 +42,7 @@ def add_commands(sub: Any, command: Callable[[Any, str, str], argparse.ArgumentP
     )
     q.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command to run, after --")
     q.add_argument("--out", metavar="DIR", help="a new or empty directory for lock_stat.txt, the tables, meta.json")
-    q.add_argument("--csv", action="store_true", help="write the tables as CSV (default: Parquet with pyarrow)")
+    q.add_argument("--csv", action="store_true", help="with --out: also CSV copies of the tables in DIR/csv/")
     q.add_argument("--lock-stat-path", default="/proc/lock_stat", metavar="PATH", help="default /proc/lock_stat")
     q.add_argument("--sysctl-path", default="/proc/sys/kernel/lock_stat", metavar="PATH",
                    help="the switch of collection (default /proc/sys/kernel/lock_stat)")  # fmt: skip
@@ -74,7 +74,7 @@ def _cmd_kernel_lockstat(args: argparse.Namespace) -> int:
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
     snap = lockstat_around(cmd, args.out, proc_path=args.lock_stat_path, enable_path=args.sysctl_path,
-                           format="csv" if args.csv else "auto")  # fmt: skip
+                           csv=args.csv)  # fmt: skip
     contended = snap.lockstat[snap.lockstat["contentions"] > 0]
     print(f"{' '.join(cmd)}: exit status {snap.returncode}; {len(snap.lockstat)} lock classes, "
           f"{len(contended)} contended")  # fmt: skip

@@ -1,6 +1,6 @@
 """A results directory on disk: one writer at a time, its files committed as one set, read back verified.
 
-Models a journal's write-ahead rename. A directory holds its table files (``data.parquet``, ``workers.csv``, ...),
+Models a journal's write-ahead rename. A directory holds its table files (``data.parquet``, ``workers.parquet``, ...),
 ``meta.json``, and ``manifest.json``, which names every other file with its size, row count and sha256. A save writes
 each file under a temporary name, then commits the whole set by renaming ``manifest.json`` into place (listing the
 temporary files still to be moved as ``staged``), then renames them over the old files. The next writer finishes a
@@ -390,7 +390,8 @@ def _read_unverified(directory: Path, roles: set[str]) -> Files:
 
 
 def table_file(name: str) -> bool:
-    """True for the name of a table file alloclab writes in a results directory (``data.parquet``, ``kept.csv``)."""
+    """True for the name of a table file of a results directory (``data.parquet``, ``kept.parquet``; ``.csv``: a
+    table of an older alloclab)."""
     return bool(_FILE_NAME.match(name)) and not name.endswith(".json")
 
 

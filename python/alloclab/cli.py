@@ -4,6 +4,7 @@
 
     alloclab topology [--synthetic "node:2 core:2 pu:1" | --xml FILE]
     alloclab scenarios [SCENARIO]
+    alloclab metrics [SCENARIO]
     alloclab run SCENARIO [k=v ...] [--lockstat] [--workers] [--topology T] [--lock CLASS=KIND] [--out DIR [--force]]
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--keep-going] [--timeout S] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
@@ -25,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "alloclab topology --xml machine.xml",
     ),
     "scenarios": ("alloclab scenarios", "alloclab scenarios vmalloc_stress"),
+    "metrics": ("alloclab metrics lock_zoo", "alloclab metrics"),
     "machines": ("alloclab machines", "alloclab machines xeon-8380-2s"),
     "run": (
         "alloclab run lock_zoo threads=2 lock=ticket iterations=10000 --lockstat",
@@ -243,25 +247,35 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
-    from ._catalogue import did_you_mean, scenarios
+    from ._catalogue import scenarios
 
-    table = scenarios()
-    if args.scenario:
-        if args.scenario not in set(table["scenario"]):
-            names = _unique(table)
-            raise ValueError(
-                f"unknown scenario {args.scenario!r} (available: {', '.join(names)})"
-                + did_you_mean(args.scenario, names)
-            )
-        table = table[table["scenario"] == args.scenario]
+    table = scenarios(args.scenario)
+    width = shutil.get_terminal_size().columns
+    for name in _unique(table):
+        part = table[table["scenario"] == name].copy()
+        print("\n".join(_wrap(f"{name}: {part['scenario_doc'].iloc[0]}", width)))
+        units = part["size_unit"].tolist()
+        part["default"] = [_with_size(v, u) for v, u in zip(part["default"], units, strict=True)]
+        part["allowed"] = [_with_size(v, u, m) for v, u, m in zip(part["allowed"], units, part["max"], strict=True)]
+        print(_fit(part[["parameter", "type", "default", "allowed", "doc"]], ["default", "allowed", "doc"], width))
+        print()
+    options = "topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs (see al.run)."
+    print("\n".join(_wrap(f"Every run also takes: {options}", width)))
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from ._catalogue import metrics
+
+    table = metrics(args.scenario)
+    width = shutil.get_terminal_size().columns
     for name in _unique(table):
         part = table[table["scenario"] == name]
-        print(f"{name}: {part['scenario_doc'].iloc[0]}")
-        cols = ["parameter", "type", "default", "allowed", "doc"]
-        print(_indent(part[cols].to_string(index=False)))
-        print()
-    print("Every run also takes: topology, placement, lockstat, locks, strict, seed, timeout_s, clock, machine, costs")
-    print("(see al.run).")
+        for level in ("summary", "worker"):
+            rows = part[part["level"] == level]
+            print(f"{name}: {'r.summary (one value per run)' if level == 'summary' else 'r.workers (per worker)'}")
+            print(_fit(rows[["metric", "unit", "meaning"]], ["meaning"], width))
+            print()
     return 0
 
 
@@ -282,6 +296,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._run import run
 
     fixed, _ = parse_assignments(args.params, _types(args.scenario))
+    _check_csv(args)
     options = _options(args, fixed)
     # --out is checked and held before the run (a file, a directory that cannot be written, another writer, an
     # earlier result without --force), not after it.
@@ -294,8 +309,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result = run(args.scenario, **options, **fixed)
         _print_run(args, result)
         if writer is not None:
-            path = results._save(writer, result, meta=None, format="auto", env=None)
+            path = results._save(writer, result, meta=None, env=None)
             print(f"\nsaved to {path}")
+    if args.out:
+        _export_csv(args)
     return 1 if result.stopped else 0
 
 
@@ -328,6 +345,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     fixed, grid = parse_assignments(args.params, _types(args.scenario), lists=True)
     if args.resume and not args.out:
         raise ValueError("--resume needs --out DIR (the directory of the sweep to resume)")
+    _check_csv(args)
     options = _options(args, fixed)
     progress = _progress(args)
     try:
@@ -363,6 +381,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{row['status']}: {where}: {row['error']}")
     if args.out:
         print(f"saved to {args.out}")
+        _export_csv(args)
     failed = int((runs["status"] == "error").sum())  # a "stopped" row ran until the --timeout it was given
     if failed and not args.keep_going:
         print(
@@ -413,7 +432,7 @@ def _reproduce(
         print(f"== {study.name}: {study.title}")
         print(f"   seed: {study.seed or 'none (nothing published to compare with)'}; quick={quick}")
         try:
-            done = studies.reproduce(study, quick=quick, out=args.out, progress=progress)
+            done = studies.reproduce(study, quick=quick, out=args.out, progress=progress, csv=args.csv)
         except Exception as exc:  # one failing study must not hide the others
             failures += 1
             print(f"   FAILED: {studies.format_error(exc)}", file=sys.stderr)
@@ -439,6 +458,20 @@ def _reproduce(
 
         print(f"report: {report.build(args.out)}")
     return 1 if failures else 0
+
+
+def _check_csv(args: argparse.Namespace) -> None:
+    if args.csv and not args.out:
+        raise ValueError("--csv needs --out DIR (it exports copies of the tables saved there)")
+
+
+def _export_csv(args: argparse.Namespace) -> None:
+    """``--csv``: CSV copies of the tables saved in ``--out`` (the Parquet files stay the result)."""
+    from . import results
+
+    if args.csv:
+        files = results.export_csv(args.out)
+        print(f"CSV copies: {', '.join(str(f) for f in files)}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -491,6 +524,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", nargs="?", help="only this scenario")
     p.set_defaults(func=_cmd_scenarios)
 
+    p = _command(sub, "metrics", "list what a scenario reports: every summary and per-worker figure, unit, meaning")
+    p.add_argument("scenario", nargs="?", help="only this scenario")
+    p.set_defaults(func=_cmd_metrics)
+
     p = _command(sub, "machines", "list the machine profiles of virtual-clock runs, or show one with its sources")
     p.add_argument("name", nargs="?", help="a profile name or TOML file: print every number with its source")
     p.set_defaults(func=_cmd_machines)
@@ -502,6 +539,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", action="store_true", help="print the per-worker table")
     p.add_argument("--out", metavar="DIR", help="save the result with its provenance to DIR")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
+    _csv_option(p)
     _run_options(p)
     p.set_defaults(func=_cmd_run)
 
@@ -515,6 +553,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="with --out: skip the runs DIR already holds with status ok")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     p.add_argument("--detail", action="store_true", help="with --out: also save per-worker and lock_stat tables")
+    _csv_option(p)
     p.add_argument(
         "--keep-going", action="store_true", help="exit 0 even when runs failed (their error rows are kept and shown)"
     )
@@ -528,6 +567,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes (also: ALLOCLAB_QUICK=1)")
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: results)")
     p.add_argument("--list", action="store_true", help="list the studies and exit")
+    _csv_option(p, "also CSV copies of each study's tables in its run directory's csv/")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars")
     _cluster_options(p)
     p.set_defaults(func=_cmd_reproduce)
@@ -555,6 +595,11 @@ def _command(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
 
 def _epilog(command: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
+
+
+def _csv_option(p: argparse.ArgumentParser, help: str = "") -> None:
+    default = "with --out: also CSV copies of the tables in DIR/csv/ (the result is DIR's Parquet files)"
+    p.add_argument("--csv", action="store_true", help=help or default)
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -659,6 +704,49 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def _unique(table: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(table["scenario"]))
+
+
+def _with_size(value: Any, unit: str | None, upper: Any = None) -> str:
+    """A parameter's default (or its allowed range, with ``upper`` its maximum) with the size it stands for beside
+    it when the catalogue declares a size unit: ``16384 (16 KiB)``, ``1..1073741824 (up to 1 GiB)``."""
+    from ._catalogue import human_size
+
+    if not unit:
+        return str(value)
+    if upper is None:
+        return f"{value} ({human_size(value, unit)})" if value else str(value)
+    return f"{value} (up to {human_size(upper, unit)})"
+
+
+def _fit(table: pd.DataFrame, wrap: Sequence[str], width: int, indent: int = 3) -> str:
+    """``table`` as text no wider than ``width``: the columns in ``wrap`` are wrapped (at spaces) into what the other
+    columns, at their natural widths, leave. Each but the last gets an equal share of what is left for it and the
+    last (of 3 columns: a quarter, a third, the rest), or its longest word if that takes at most half; the last gets
+    the rest, and at least 12 characters, so a very narrow terminal still shows the table (wider than it)."""
+    text = table.astype(str).replace({"None": "-", "nan": "-"})
+    columns = list(text.columns)
+    natural = {c: max([len(c), *(len(v) for v in text[c])]) for c in columns}
+    room = width - indent - 2 * (len(columns) - 1) - sum(natural[c] for c in columns if c not in wrap)
+    widths = dict(natural)
+    for i, col in enumerate(wrap):
+        if i == len(wrap) - 1:  # the last takes the rest
+            widths[col] = max(12, room)
+            break
+        word = max(len(w) for v in text[col] for w in [*v.split(), ""])  # whole, unless it takes half the room
+        widths[col] = min(natural[col], max(room // (len(wrap) - i + 1), min(word, room // 2)))
+        room -= widths[col]
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns).rstrip()]
+    for row in text.itertuples(index=False):
+        cells = [_wrap(v, widths[c]) if c in wrap else [v] for c, v in zip(columns, row, strict=True)]
+        for k in range(max(len(cell) for cell in cells)):
+            cut = [(cell[k] if k < len(cell) else "").ljust(widths[c]) for cell, c in zip(cells, columns, strict=True)]
+            lines.append("  ".join(cut).rstrip())
+    return _indent("\n".join(lines), indent)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces (``zone->lock`` stays whole)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def _fmt(table: pd.DataFrame) -> str:

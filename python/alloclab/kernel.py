@@ -36,6 +36,8 @@ from typing import Any
 
 import pandas as pd
 
+from . import _tables
+
 __all__ = [
     "LOCKSTAT_SCHEMA",
     "LockStatUnavailable",
@@ -376,7 +378,7 @@ def lockstat_around(
     *,
     proc_path: str | os.PathLike = "/proc/lock_stat",
     enable_path: str | os.PathLike = "/proc/sys/kernel/lock_stat",
-    format: str = "auto",
+    csv: bool = False,
 ) -> Snapshot:
     """Clear ``/proc/lock_stat``, run a command, and snapshot ``/proc/lock_stat`` after it.
 
@@ -386,12 +388,12 @@ def lockstat_around(
 
     Args:
         cmd: the command and its arguments, run without a shell; it inherits stdin, stdout and stderr.
-        out: a directory to write ``lock_stat.txt`` (the snapshot as read), ``lockstat.parquet`` and
-            ``points.parquet`` (CSV without pyarrow, or with ``format="csv"``) and ``meta.json`` to; it must not
-            exist or be empty (an earlier snapshot is never replaced). None: write nothing.
+        out: a directory to write ``lock_stat.txt`` (the snapshot as read), ``lockstat.parquet``,
+            ``points.parquet`` and ``meta.json`` to; it must not exist or be empty (an earlier snapshot is never
+            replaced). None: write nothing.
         proc_path: the lock_stat file (a parameter so that it can be another file, e.g. in a test).
         enable_path: the sysctl file that switches collection.
-        format: ``"auto"`` (Parquet when pyarrow is importable), ``"parquet"`` or ``"csv"``: the tables' format.
+        csv: with ``out``, also write CSV copies of the two tables to ``out/csv/``.
 
     Returns:
         A :class:`Snapshot`.
@@ -400,10 +402,8 @@ def lockstat_around(
         LockStatUnavailable: ``proc_path`` does not exist (the kernel was built without CONFIG_LOCK_STAT) or
             cannot be written (not root) or read, or collection is off and ``enable_path`` cannot switch it on;
             the message says which, before the command runs.
-        ValueError: ``cmd`` is empty or cannot be started, ``out`` holds files or is a file, ``format`` unknown.
+        ValueError: ``cmd`` is empty or cannot be started, ``out`` holds files or is a file.
     """
-    if format not in ("auto", "parquet", "csv"):
-        raise ValueError(f"format: expected 'auto', 'parquet' or 'csv', got {format!r}")
     if not cmd:
         raise ValueError("cmd: no command given (alloclab kernel lockstat -- CMD ...)")
     out_dir = _fresh_dir(out)
@@ -429,7 +429,7 @@ def lockstat_around(
     meta["returncode"] = returncode
     snap = Snapshot(text, read_lockstat(text), read_lockstat_points(text), returncode, meta=meta)
     if out_dir is not None:
-        snap.files = _save_snapshot(snap, out_dir, format)
+        snap.files = _save_snapshot(snap, out_dir, csv)
     return snap
 
 
@@ -492,26 +492,17 @@ def _fresh_dir(out: str | os.PathLike | None) -> Path | None:
     return path
 
 
-def _save_snapshot(snap: Snapshot, out_dir: Path, format: str) -> list[Path]:
+def _save_snapshot(snap: Snapshot, out_dir: Path, csv: bool) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    parquet = format == "parquet" or (format == "auto" and _has_pyarrow())
     files = [out_dir / "lock_stat.txt"]
     files[0].write_text(snap.text)
-    for name, table in (("lockstat", snap.lockstat), ("points", snap.points)):
-        path = out_dir / f"{name}.{'parquet' if parquet else 'csv'}"
-        table.to_parquet(path, index=False) if parquet else table.to_csv(path, index=False)
-        files.append(path)
+    tables = (("lockstat", snap.lockstat), ("points", snap.points))
+    for name, table in tables:
+        files.append(out_dir / f"{name}.parquet")
+        _tables.write(table, files[-1])
     meta = out_dir / "meta.json"
     meta.write_text(json.dumps(snap.meta, indent=2) + "\n")
-    return [*files, meta]
-
-
-def _has_pyarrow() -> bool:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return [*files, meta, *(_tables.export_csv(tables, out_dir) if csv else [])]
 
 
 # --- helpers ------------------------------------------------------------------------------------------------

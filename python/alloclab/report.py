@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from . import _tables
 
 __all__ = ["build", "latest_runs"]
 
@@ -123,7 +123,7 @@ def _section(run: Path) -> str:
     parts = [
         f"<h2 id='{html.escape(name)}'>{html.escape(name)}: {html.escape(str(study.get('title', '')))}</h2>",
         f"<p class='meta'>{html.escape(' · '.join(facts))} · <code>{html.escape(str(run))}</code></p>",
-        _table(run / str(study.get("table") or "table.csv")),
+        _table(run / str(study.get("table") or "table.parquet")),
     ]
     if study.get("published"):
         parts += ["<p>Published by the seed:</p>", _table(run / str(study["published"]))]
@@ -138,7 +138,9 @@ def _section(run: Path) -> str:
 def _table(path: Path) -> str:
     if not path.is_file():
         return f"<p><em>missing: {html.escape(path.name)}</em></p>"
-    frame = pd.read_csv(path)
+    if path.suffix != ".parquet":
+        return f"<p><em>{html.escape(path.name)}: a CSV table of an older alloclab, not read</em></p>"
+    frame = _tables.read(path)
     return "<div class='scroll'>" + frame.to_html(index=False, na_rep="", float_format=_number, border=0) + "</div>"
 
 

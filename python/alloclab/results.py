@@ -1,12 +1,14 @@
 """Results on disk with their provenance: :func:`save` and :func:`load`.
 
-A results directory holds the data (``data.parquet`` when pyarrow is installed, ``data.csv`` otherwise), the
-detail tables when there are some (``workers.*``, ``lockstat.*``), the rows of earlier sweeps into the same directory
-that its latest sweep did not use (``kept.*``, with their ``kept_workers.*`` and ``kept_lockstat.*``), ``meta.json``:
+A results directory holds the data (``data.parquet``: Parquet keeps every column's type), the detail tables when
+there are some (``workers.parquet``, ``lockstat.parquet``), the rows of earlier sweeps into the same directory that its
+latest sweep did not use (``kept.parquet``, with ``kept_workers.parquet`` and ``kept_lockstat.parquet``), ``meta.json``:
 what was run (scenario, grid, fixed parameters, options), on what (model and host topology, placement and binding
 outcome, oversubscription, lock kinds), with what (alloclab version, git sha and dirty flag, Python/numpy/pandas
 versions, hostname, CPU model, kernel), when (start and end time) and how (the command line); and ``manifest.json``,
-written last, with the size, row count and sha256 of every other file.
+written last, with the size, row count and sha256 of every other file. :func:`export_csv` writes CSV copies of the
+tables to ``csv/`` beside them (``--csv`` on the command line); directories of older alloclab versions that hold CSV
+tables are not read (:class:`DamagedResult` says so).
 
 A save is atomic as a whole (a crash leaves the previous set of files or the new one, never a mix) and has the
 directory to itself (an exclusive lock; a second writer gets :class:`DirectoryLocked`); it never replaces an earlier
@@ -17,7 +19,6 @@ was saved.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _resultdir
+from . import _resultdir, _tables
 from ._resultdir import DamagedResult, DirectoryLocked
 from ._run import RunResult
 from .topology import Topology
@@ -84,7 +85,16 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["PROVENANCE_KEYS", "DamagedResult", "DirectoryLocked", "LoadedResult", "environment", "load", "save"]
+__all__ = [
+    "PROVENANCE_KEYS",
+    "DamagedResult",
+    "DirectoryLocked",
+    "LoadedResult",
+    "environment",
+    "export_csv",
+    "load",
+    "save",
+]
 
 #: Keys that every ``meta.json`` written by :func:`save` has (``None`` when unknown for that data).
 PROVENANCE_KEYS = (
@@ -184,7 +194,6 @@ def save(
     directory: str | os.PathLike,
     *,
     meta: Mapping[str, Any] | None = None,
-    format: str = "auto",
     overwrite: bool = False,
 ) -> Path:
     """Write a result and its provenance to a directory (created if needed).
@@ -195,30 +204,24 @@ def save(
             and summary, plus its workers and lock_stat tables), or any DataFrame.
         directory: the results directory, e.g. ``"results/lock_zoo/20240101T120000Z"``.
         meta: extra JSON-able entries for ``meta.json`` (merged at the top level; they win over computed ones).
-        format: ``"parquet"``, ``"csv"`` or ``"auto"`` (Parquet when pyarrow is importable, else CSV). If
-            Parquet cannot store a table (mixed-type columns), CSV is written instead and ``meta.json`` says why.
         overwrite: replace the result the directory already holds (otherwise that is refused).
 
-    The files are committed as one set (``manifest.json`` last; see the module's description): an interrupted save
-    leaves the previous complete set in place. The directory is locked while it is written.
+    Every table is written as Parquet (a column of mixed Python types, which Parquet cannot hold, as text, and
+    ``meta.json``'s ``format_notes`` names it). The files are committed as one set (``manifest.json`` last; see the
+    module's description): an interrupted save leaves the previous complete set in place. The directory is locked
+    while it is written.
 
     Returns:
         The directory.
 
     Raises:
-        ValueError: an unknown ``format``; ``data`` of an unsupported type; ``directory`` a file, not writable, or
+        ValueError: ``data`` of an unsupported type; ``directory`` a file, not writable, or
             holding a result already (without ``overwrite``); the message starts with the argument's name.
         DirectoryLocked: another sweep or save is writing the directory.
     """
-    _check_format(format)
     _split(data)  # refuse an unsupported type before touching the directory
     with _resultdir.Writer(directory, _TABLES, param="directory", overwrite=overwrite) as writer:
-        return _save(writer, data, meta=meta, format=format, env=None)
-
-
-def _check_format(format: str) -> None:
-    if format not in ("auto", "parquet", "csv"):
-        raise ValueError(f"format: expected 'auto', 'parquet' or 'csv', got {format!r}")
+        return _save(writer, data, meta=meta, env=None)
 
 
 def _save(
@@ -226,30 +229,23 @@ def _save(
     data: pd.DataFrame | SweepResult | RunResult,
     *,
     meta: Mapping[str, Any] | None,
-    format: str,
     env: Mapping[str, Any] | None,
     extra: Mapping[str, pd.DataFrame | None] | None = None,
 ) -> Path:
     """:func:`save` through a writer that holds the directory (a sweep holds it from its first run to its last
     save), with the :func:`environment` given (a sweep computes it once) and extra tables (a sweep's kept rows)."""
-    _check_format(format)
     tables, data_meta = _split(data)
     tables.update(extra or {})
-    if format == "auto":
-        format = "parquet" if _has_pyarrow() else "csv"
 
     names: dict[str, str] = {}
-    schema: dict[str, Any] = {}
     notes: list[str] = []
 
     def table_file(name: str, table: pd.DataFrame) -> Callable[[Path], tuple[str, int]]:
         def write(path: Path) -> tuple[str, int]:
-            names[name], note = _write_table(table, path, name, format)
-            if note:
-                notes.append(note)
+            notes.extend(f"{name}: {note}" for note in _tables.write(table, path))
+            names[name] = f"{name}.parquet"
             return names[name], len(table)
 
-        schema[name] = _schema(table)
         return write
 
     files = {name: table_file(name, table) for name, table in tables.items() if table is not None}
@@ -259,7 +255,6 @@ def _save(
     def meta_file(path: Path) -> tuple[str, None]:
         out["saved"] = _resultdir.utc_now()
         out["files"] = dict(names)
-        out["schema"] = schema
         if notes:
             out["format_notes"] = notes
         if meta:
@@ -285,13 +280,28 @@ def load(directory: str | os.PathLike) -> LoadedResult:
         FileNotFoundError: the directory holds no saved result (no manifest.json or meta.json).
         DamagedResult: a file is missing, changed since it was saved, cut short or unreadable, a manifest or
             meta.json is not what alloclab writes, or names a file outside the directory; the exception names the
-            file, the problem and the runs whose rows are lost. (A directory written before manifests is read
-            without verification, with a warning.)
+            file, the problem and the runs whose rows are lost; a CSV table (written by an alloclab before
+            Parquet was the one format) is named as not read. (A directory written before manifests is read without
+            verification, with a warning.)
     """
     loaded, damaged = _load(Path(directory))
     if damaged:
         raise damaged[0]
     return loaded
+
+
+def export_csv(directory: str | os.PathLike) -> list[Path]:
+    """CSV copies of every table of a saved result, in ``directory/csv/<table>.csv`` (what ``--csv`` does).
+
+    The Parquet files stay the result (:func:`load` reads them, the manifest covers them); the copies are for tools
+    that read CSV, and are replaced by the next export. Returns the files written.
+
+    Raises:
+        FileNotFoundError, DamagedResult: as :func:`load`.
+    """
+    loaded = load(directory)
+    tables = {name: getattr(loaded, name) for name in _TABLES}
+    return _tables.export_csv(((n, t) for n, t in tables.items() if t is not None), directory)
 
 
 def _load(directory: Path) -> tuple[LoadedResult, list[DamagedResult]]:
@@ -305,17 +315,17 @@ def _load(directory: Path) -> tuple[LoadedResult, list[DamagedResult]]:
             f"{directory}: written by an alloclab without manifests: its files are read but cannot be verified",
             stacklevel=3,
         )
-    schema = meta.get("schema") or {}
-    if not isinstance(schema, dict) or not all(isinstance(v, dict) for v in schema.values()):
-        raise DamagedResult(meta_path, "its 'schema' is not a mapping of table -> column types")
     entries = (files.manifest or {}).get("files", {})
     tables: dict[str, pd.DataFrame | None] = dict.fromkeys(_TABLES)
     damaged: dict[str, DamagedResult] = dict(files.damaged)
     for name, (path, raw) in files.files.items():
         if name == "meta":
             continue
+        if path.suffix != ".parquet":
+            damaged[name] = DamagedResult(path, "a CSV table of an older alloclab: results are read from Parquet only")
+            continue
         try:
-            table = _read_table(raw, path.suffix, schema.get(name))
+            table = _tables.read(raw)
         except Exception as exc:  # pyarrow, pandas and numpy each raise their own kinds of errors
             damaged[name] = DamagedResult(path, f"cannot be read as a table ({type(exc).__name__}: {exc})"[:400])
             continue
@@ -429,53 +439,6 @@ def _provenance(meta: dict[str, Any], table: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def _schema(table: pd.DataFrame) -> dict[str, Any]:
-    dtypes = {str(c): str(t) for c, t in table.dtypes.items()}
-    strings = [
-        str(c)
-        for c in table.columns
-        if (pd.api.types.is_string_dtype(table[c]) or table[c].dtype == object) and not table[c].isna().any()
-    ]
-    return {"dtypes": dtypes, "strings_without_na": strings}
-
-
-def _write_table(table: pd.DataFrame, path: Path, name: str, format: str) -> tuple[str, str]:
-    """Write one table to ``path``; returns its file name (``name`` with the format's suffix) and a note when
-    Parquet fell back to CSV."""
-    note = ""
-    if format == "parquet":
-        try:
-            table.to_parquet(path, index=False)
-            return f"{name}.parquet", ""
-        except Exception as exc:  # pyarrow refuses mixed-type object columns and the like
-            note = f"{name}: written as CSV because Parquet failed ({type(exc).__name__}: {exc})"
-    table.to_csv(path, index=False)
-    return f"{name}.csv", note
-
-
-def _read_table(raw: bytes, suffix: str, schema: Mapping[str, Any] | None) -> pd.DataFrame:
-    """A table from the bytes of its file (``suffix``: ``.parquet`` or ``.csv``), with the saved column types."""
-    if suffix == ".parquet":
-        table = pd.read_parquet(io.BytesIO(raw))
-        table.attrs = {}
-        return table
-    strings = [str(c) for c in (schema or {}).get("strings_without_na", [])]
-    header = pd.read_csv(io.BytesIO(raw), nrows=0).columns
-    table = pd.read_csv(io.BytesIO(raw), dtype={c: str for c in strings if c in header})
-    if not schema:
-        return table
-    for col in strings:
-        if col in table.columns:
-            table[col] = table[col].fillna("")
-    for col, dtype in (schema.get("dtypes") or {}).items():
-        if col in table.columns and str(table[col].dtype) != dtype:
-            try:
-                table[col] = table[col].astype(dtype)
-            except (TypeError, ValueError, OverflowError):
-                pass  # keep what read_csv inferred
-    return table
-
-
 def _git_state(where: Path) -> tuple[str | None, bool | None, str | None]:
     def git(*args: str) -> subprocess.CompletedProcess[str] | None:
         try:
@@ -513,11 +476,3 @@ def _version_of(module: str) -> str | None:
         return version(module)
     except PackageNotFoundError:
         return None
-
-
-def _has_pyarrow() -> bool:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True

@@ -529,7 +529,7 @@ class _State:
             for name, parts in (("workers", self.workers), ("lockstat", self.lockstat))
         }
         tables = {n: t for n, t in detail.items() if self.detail or len(t)}  # detail=False: only carried rows
-        return results._save(self.writer, runs, meta=None, format="auto", env=self._env, extra={**tables, **self.kept})
+        return results._save(self.writer, runs, meta=None, env=self._env, extra={**tables, **self.kept})
 
 
 def _resume_dir(resume: Any, out: Path | None) -> Path | None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import interrupt_cli
 
@@ -138,7 +139,7 @@ def test_sweep_saves_a_grid_and_fails_when_a_run_failed_unless_keep_going(tmp_pa
     assert meta["grid"] == {"threads": [1, 2], "lock": ["spin", "mcs", "ticket"]}
     assert meta["fixed"] == {"iterations": 200}
     assert "sweep" in meta["command_line"]
-    assert (tmp_path / "sweep" / "workers.parquet").exists() or (tmp_path / "sweep" / "workers.csv").exists()
+    assert (tmp_path / "sweep" / "workers.parquet").exists()
 
 
 def test_reproduce_list_names_lock_zoo(capsys):
@@ -217,6 +218,21 @@ def test_every_help_ends_with_examples_that_parse_and_pass_the_engines_checks(ca
     assert "examples:\n  alloclab sweep lock_zoo lock=spin,ticket,mcs" in capsys.readouterr().out
 
 
+def test_csv_exports_copies_beside_the_parquet_result(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["run", "lock_zoo", "threads=2", "iterations=10", "--out", str(run), "--csv"]) == 0
+    assert sorted(p.name for p in (run / "csv").iterdir()) == ["data.csv", "lockstat.csv", "workers.csv"]
+    assert pd.read_csv(run / "csv" / "workers.csv")["ops"].tolist() == [10, 10]
+    assert al.results.load(run).meta["files"]["workers"] == "workers.parquet"  # the result stays Parquet
+    sweep = tmp_path / "sweep"
+    args = ["sweep", "lock_zoo", "threads=1,2", "iterations=10", "--repeats", "1", "--out", str(sweep), "--csv"]
+    assert main([*args, "--no-progress"]) == 0
+    assert pd.read_csv(sweep / "csv" / "data.csv")["acquisitions"].tolist() == [10, 20]
+    capsys.readouterr()
+    assert main(["run", "lock_zoo", "threads=1", "iterations=10", "--csv"]) == 1
+    assert "--csv needs --out DIR" in capsys.readouterr().err
+
+
 def test_out_never_replaces_an_earlier_result(tmp_path, capsys):
     run = ["run", "lock_zoo", "threads=1", "iterations=10", "--out", str(tmp_path / "run")]
     assert main(run) == 0
@@ -259,7 +275,7 @@ def test_reproduce_all_quick_writes_tables_and_plots(tmp_path):
         assert f"== {name}:" in out.stdout
         (stamp,) = list((tmp_path / name).iterdir())
         files = {p.name for p in stamp.iterdir()}
-        assert {"table.csv", "meta.json", "data.csv"} <= files, files
+        assert {"table.parquet", "meta.json", "data.parquet"} <= files, files
         pngs = [p for p in stamp.glob("*.png")]
         assert pngs and all(p.stat().st_size > 1000 for p in pngs)
         meta = al.results.load(stamp).meta

@@ -209,4 +209,4 @@ def test_the_study_runs_quick(tmp_path):
     assert table["slowest_vs_global"].str.match(r"^(baseline|n\.s\. \(.+\)|[0-9.]+x \(p=.+\))$").all()
     assert "ratio" not in " ".join(c for c in table.columns if not c.startswith(("published_", "ratio_slowest")))
     assert {p.name for p in run.result.plots} >= {"workers.png", "seed_workers.png", "slowest.png", "files.png"}
-    assert (run.out_dir / "table.csv").exists() and (run.out_dir / "published.csv").exists()
+    assert (run.out_dir / "table.parquet").exists() and (run.out_dir / "published.parquet").exists()

@@ -172,13 +172,16 @@ def test_snapshot_clears_runs_and_reads(tmp_path):
     )
     out = tmp_path / "snap"
     snap = kernel.lockstat_around([sys.executable, "-c", script, str(proc), str(enable), str(PROC)], out,
-                                  proc_path=proc, enable_path=enable, format="csv")  # fmt: skip
+                                  proc_path=proc, enable_path=enable, csv=True)  # fmt: skip
     assert snap.returncode == 3 and snap.meta["returncode"] == 3 and snap.meta["collection_was_on"] is False
     assert enable.read_text() == "0"  # switched off again, as it was
     pd.testing.assert_frame_equal(snap.lockstat, kernel.read_lockstat(PROC))
-    assert sorted(p.name for p in snap.files) == ["lock_stat.txt", "lockstat.csv", "meta.json", "points.csv"]
+    assert [p.relative_to(out).as_posix() for p in snap.files] == [
+        "lock_stat.txt", "lockstat.parquet", "points.parquet", "meta.json", "csv/lockstat.csv", "csv/points.csv"
+    ]  # fmt: skip
     assert (out / "lock_stat.txt").read_text() == PROC.read_text()
-    assert pd.read_csv(out / "lockstat.csv")["contentions"].tolist() == [1412, 84, 100, 11488, 0]
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "lockstat.parquet"), snap.lockstat)  # every dtype kept
+    assert pd.read_csv(out / "csv" / "lockstat.csv")["contentions"].tolist() == [1412, 84, 100, 11488, 0]
     with pytest.raises(ValueError, match=r"out: .* is not empty; a snapshot goes to a new or empty directory"):
         kernel.lockstat_around(["true"], out, proc_path=proc, enable_path=enable)
 
@@ -202,7 +205,7 @@ def test_cli_kernel_lockstat(tmp_path, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "exit status 0; 5 lock classes, 4 contended" in printed and "zone->lock" in printed
-    assert f"wrote {out / 'lockstat.csv'}" in printed
+    assert f"wrote {out / 'lockstat.parquet'}" in printed and f"wrote {out / 'csv' / 'lockstat.csv'}" in printed
     assert enable.read_text() == "1\n"  # collection was on: left alone
     assert main(["kernel"]) == 2
 

@@ -19,21 +19,21 @@ from alloclab import report
 
 
 def _study_run(root: Path, name: str, stamp: str, *, title: str, notes: list[str], plot: bool = True) -> Path:
-    """A study run folder as studies.reproduce writes it: meta.json, table.csv, published.csv and a plot."""
+    """A study run folder as studies.reproduce writes it: meta.json, table.parquet, published.parquet and a plot."""
     run = root / name / stamp
     run.mkdir(parents=True)
-    pd.DataFrame({"workers": [1, 2], "ratio": [0.52, 0.097], "verdict": ["p=0.004", "n.s."]}).to_csv(
-        run / "table.csv", index=False
+    pd.DataFrame({"workers": [1, 2], "ratio": [0.52, 0.097], "verdict": ["p=0.004", "n.s."]}).to_parquet(
+        run / "table.parquet", index=False
     )
-    pd.DataFrame({"workers": [2], "ratio": [0.5]}).to_csv(run / "published.csv", index=False)
+    pd.DataFrame({"workers": [2], "ratio": [0.5]}).to_parquet(run / "published.parquet", index=False)
     plots = []
     if plot:
         fig = Figure(figsize=(2, 1.5))
         fig.subplots().plot([1, 2], [3, 1])
         fig.savefig(run / "speed.png", dpi=60)
         plots = ["speed.png"]
-    study = {"name": name, "title": title, "seed": "a seed", "quick": True, "elapsed_s": 1.5, "table": "table.csv",
-             "published": "published.csv", "plots": plots, "notes": notes}  # fmt: skip
+    study = {"name": name, "title": title, "seed": "a seed", "quick": True, "elapsed_s": 1.5, "table": "table.parquet",
+             "published": "published.parquet", "plots": plots, "notes": notes}  # fmt: skip
     meta = {"study": study, "git_sha": "0123456789abcdef", "hostname": "box", "saved": "2026-12-01T00:00:00Z"}
     (run / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     return run

@@ -1,4 +1,4 @@
-"""al.results: save/load round trips (Parquet and CSV) with every provenance key."""
+"""al.results: save/load round trips (Parquet keeps every column type) with every provenance key; CSV exports."""
 
 from __future__ import annotations
 
@@ -24,12 +24,11 @@ def sweep_with_error() -> al.SweepResult:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_error, fmt):
-    path = al.results.save(sweep_with_error, tmp_path / "out", format=fmt)
+def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_error):
+    path = al.results.save(sweep_with_error, tmp_path / "out")
     assert path == tmp_path / "out"
     assert sorted(p.name for p in path.iterdir()) == sorted(
-        [".alloclab.lock", "manifest.json", "meta.json", f"data.{fmt}", f"workers.{fmt}", f"lockstat.{fmt}"]
+        [".alloclab.lock", "manifest.json", "meta.json", "data.parquet", "workers.parquet", "lockstat.parquet"]
     )
     loaded = al.results.load(path)
     pd.testing.assert_frame_equal(loaded.data, sweep_with_error.runs)
@@ -68,13 +67,13 @@ def test_sweep_round_trip_keeps_data_detail_and_provenance(tmp_path, sweep_with_
     assert meta["git_dirty"] in (True, False, None)
     assert meta["git_sha"] is None or len(meta["git_sha"]) == 40
     assert meta["status_counts"] == {"ok": 4, "error": 8}
-    assert meta["files"]["data"] == f"data.{fmt}"
+    assert meta["files"]["data"] == "data.parquet"
     json.dumps(meta)  # plain JSON all the way down
 
 
 def test_run_result_round_trip(tmp_path):
     r = al.run("lock_zoo", threads=2, iterations=100, lock="ticket")
-    loaded = al.results.load(al.results.save(r, tmp_path, format="csv"))
+    loaded = al.results.load(al.results.save(r, tmp_path))
     assert len(loaded.data) == 1
     row = loaded.data.iloc[0]
     assert row["lock"] == "ticket" and row["threads"] == 2 and row["status"] == "ok"
@@ -99,19 +98,45 @@ def test_plain_dataframe_gets_environment_and_extra_meta(tmp_path):
     assert meta["hostname"] == socket.gethostname()
 
 
-def test_parquet_falls_back_to_csv_for_mixed_columns(tmp_path):
-    df = pd.DataFrame({"mixed": [1, "two", 3.0]})
-    loaded = al.results.load(al.results.save(df, tmp_path, format="parquet"))
-    assert loaded.meta["files"]["data"] == "data.csv"
-    assert "Parquet failed" in loaded.meta["format_notes"][0]
-    assert loaded.data["mixed"].astype(str).tolist() == ["1", "two", "3.0"]
+def test_a_column_of_mixed_types_is_saved_as_text_and_named(tmp_path):
+    df = pd.DataFrame({"mixed": [1, "two", 3.0, None], "n": [1, 2, 3, 4]})
+    loaded = al.results.load(al.results.save(df, tmp_path))
+    assert loaded.meta["files"]["data"] == "data.parquet"
+    assert loaded.meta["format_notes"] == ["data: column 'mixed' mixes float, int, str: written as text"]
+    assert loaded.data["mixed"].tolist()[:3] == ["1", "two", "3.0"] and pd.isna(loaded.data["mixed"].iloc[3])
+    assert loaded.data["n"].dtype == np.int64
+
+
+def test_types_survive_the_round_trip_exactly(tmp_path):
+    """What the hand-written CSV schema used to restore, Parquet keeps: nullable integers, booleans, empty strings,
+    64-bit integers beyond a float's precision, None in a string column."""
+    df = pd.DataFrame(
+        {
+            "count": pd.array([1, None, 3], dtype="Int64"),
+            "flag": [True, False, True],
+            "name": ["", "a", "b"],
+            "error": [None, "boom", None],
+            "digest": np.array([2**62 + 1, 0, 7], dtype=np.int64),
+            "x": [0.5, float("nan"), float("inf")],
+        }
+    )
+    pd.testing.assert_frame_equal(al.results.load(al.results.save(df, tmp_path)).data, df)
+
+
+def test_export_csv_writes_a_copy_of_every_table(tmp_path, sweep_with_error):
+    out = al.results.save(sweep_with_error, tmp_path / "out")
+    files = al.results.export_csv(out)
+    assert [f.relative_to(out).as_posix() for f in files] == ["csv/data.csv", "csv/workers.csv", "csv/lockstat.csv"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(files[2]), sweep_with_error.lockstat.reset_index(drop=True), check_dtype=False
+    )
+    assert len(pd.read_csv(files[0])) == len(sweep_with_error.runs)
+    al.results.load(out)  # the copies are beside the result, not in it
 
 
 def test_load_and_save_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="meta.json"):
         al.results.load(tmp_path)
-    with pytest.raises(ValueError, match="format"):
-        al.results.save(pd.DataFrame({"a": [1]}), tmp_path, format="xlsx")
     with pytest.raises(ValueError, match="data"):
         al.results.save([1, 2], tmp_path)
 

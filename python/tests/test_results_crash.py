@@ -16,8 +16,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 import alloclab as al
 
 GRID = {"threads": [1, 2, 1, 2, 1, 2]}  # six runs, two of them duplicates of each other's configuration
@@ -94,15 +92,12 @@ def test_six_sigkills_at_staggered_moments(tmp_path):
     assert _check_consistent(out) == 12
 
 
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_the_manifest_lists_every_file_with_rows_and_sha256(tmp_path, fmt):
+def test_the_manifest_lists_every_file_with_rows_and_sha256(tmp_path):
     import hashlib
     import json
 
-    if fmt == "parquet":
-        pytest.importorskip("pyarrow")
     result = al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, detail=True, iterations=50)
-    al.results.save(result, tmp_path, format=fmt)
+    al.results.save(result, tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert set(manifest["files"]) == {"data", "workers", "lockstat", "meta"} and manifest["staged"] == {}
     for role, rows in (("data", 2), ("workers", 3), ("lockstat", 2), ("meta", None)):

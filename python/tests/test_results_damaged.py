@@ -24,12 +24,11 @@ from alloclab.sweep import KEY_COLUMNS, STATUS_COLUMNS
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> Path:
-    """A detail sweep of three runs, the middle one an error (one worker does not fit a placement of two PUs), saved
-    as CSV (easy to edit by hand)."""
+    """A detail sweep of three runs, the middle one an error (one worker does not fit a placement of two PUs)."""
     out = tmp_path_factory.mktemp("saved") / "sweep"
     result = al.sweep("lock_zoo", grid={"threads": [2, 1, 2]}, progress=False, detail=True, iterations=50,
                       placement=[0, 1])  # fmt: skip
-    al.results.save(result, out, format="csv")
+    al.results.save(result, out)
     return out
 
 
@@ -76,6 +75,12 @@ def _resign(d: Path, role: str) -> None:
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 
+def _flip_last_byte(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
 def _meta(d: Path) -> dict:
     return json.loads((d / "meta.json").read_text())
 
@@ -109,16 +114,6 @@ CASES: dict[str, tuple[Callable[[Path], None], str, str]] = {
         lambda d: ((d / "meta.json").unlink(), os.mkfifo(d / "meta.json")),
         "meta.json",
         "not a regular file",
-    ),
-    "schema not a mapping": (
-        lambda d: _edit_json(d, "meta.json", lambda m: m.update(schema="x")),
-        "meta.json",
-        "schema",
-    ),
-    "schema of a table not a mapping": (
-        lambda d: _edit_json(d, "meta.json", lambda m: m.update(schema={"data": 5})),
-        "meta.json",
-        "schema",
     ),
     "manifest not JSON": (lambda d: (d / "manifest.json").write_text("{{"), "manifest.json", "not JSON"),
     "manifest a list": (lambda d: (d / "manifest.json").write_text("[]"), "manifest.json", "not an object"),
@@ -175,39 +170,35 @@ CASES: dict[str, tuple[Callable[[Path], None], str, str]] = {
         "'meta'",
     ),
     "manifest huge": (lambda d: (d / "manifest.json").write_bytes(b" " * (65 << 20)), "manifest.json", "at most"),
-    "data missing": (lambda d: (d / _name(d, "data")).unlink(), "data.csv", "missing"),
+    "data missing": (lambda d: (d / _name(d, "data")).unlink(), "data.parquet", "missing"),
     "data cut short": (
         lambda d: (d / _name(d, "data")).write_bytes((d / _name(d, "data")).read_bytes()[:40]),
-        "data.csv",
+        "data.parquet",
         "differs",
     ),
-    "data edited": (
-        lambda d: (d / _name(d, "data")).write_text((d / _name(d, "data")).read_text().replace(",ok,", ",error,", 1)),
-        "data.csv",
-        "differs",
-    ),
+    "data edited": (lambda d: _flip_last_byte(d / _name(d, "data")), "data.parquet", "differs"),
     "data a directory": (
         lambda d: ((d / _name(d, "data")).unlink(), (d / _name(d, "data")).mkdir()),
-        "data.csv",
+        "data.parquet",
         "directory",
     ),
     "data garbage, re-signed": (
         lambda d: ((d / _name(d, "data")).write_bytes(b"\x00\xff" * 100), _resign(d, "data")),
-        "data.csv",
+        "data.parquet",
         "cannot be read as a table",
     ),
     "data empty, re-signed": (
         lambda d: ((d / _name(d, "data")).write_text(""), _resign(d, "data")),
-        "data.csv",
+        "data.parquet",
         "cannot be read as a table",
     ),
     "data with other rows, re-signed": (
-        lambda d: ((d / _name(d, "data")).write_text("run,status\n0,ok\n"), _resign(d, "data")),
-        "data.csv",
+        lambda d: (pd.DataFrame({"run": [0], "status": ["ok"]}).to_parquet(d / _name(d, "data")), _resign(d, "data")),
+        "data.parquet",
         "rows",
     ),
-    "workers cut short": (lambda d: (d / _name(d, "workers")).write_bytes(b"run,worker\n"), "workers.csv", "differs"),
-    "lockstat missing": (lambda d: (d / _name(d, "lockstat")).unlink(), "lockstat.csv", "missing"),
+    "workers cut short": (lambda d: (d / _name(d, "workers")).write_bytes(b"PAR1"), "workers.parquet", "differs"),
+    "lockstat missing": (lambda d: (d / _name(d, "lockstat")).unlink(), "lockstat.parquet", "missing"),
 }
 
 
@@ -255,15 +246,16 @@ def test_files_of_an_older_alloclab_are_checked_the_same_way(saved, tmp_path):
         al.results.load(d)
 
 
-def test_csv_column_types_that_do_not_fit_keep_what_was_read(saved, tmp_path):
-    """A schema that asks for impossible types (a huge number as int64, a made-up dtype) keeps the values read."""
+def test_a_csv_table_of_an_older_alloclab_is_named_as_not_read(saved, tmp_path):
+    """Parquet is the one format: a directory whose manifest names a CSV table (written before) is not read as
+    half a result; the error names the table and why."""
     d = _copy(saved, tmp_path)
-
-    def retype(meta: dict) -> None:
-        meta["schema"]["data"]["dtypes"].update(threads="int9000", run="datetime64[ns, Mars/Olympus]")
-
-    _edit_json(d, "meta.json", retype)
-    assert al.results.load(d).data["threads"].tolist() == [2, 1, 2]
+    csv = d / "data.csv"
+    csv.write_text("run,status\n0,ok\n")
+    _data_named("data.csv")(d)
+    _resign(d, "data")
+    with pytest.raises(DamagedResult, match=r"data.csv: a CSV table of an older alloclab: results are read from Parq"):
+        al.results.load(d)
 
 
 def test_a_fifo_as_a_table_is_not_waited_on(saved, tmp_path):
@@ -317,14 +309,14 @@ def test_ok_rows_with_lost_figures_are_not_reused(tmp_path, monkeypatch):
 def test_a_resume_of_a_damaged_directory_runs_the_lost_runs_again_and_says_so(saved, tmp_path):
     d = _copy(saved, tmp_path)
     (d / _name(d, "workers")).write_text("garbage")
-    with pytest.warns(UserWarning, match=r"workers.csv: .* the rows of run\(s\) 0, 2 are lost"):
+    with pytest.warns(UserWarning, match=r"workers.parquet: .* the rows of run\(s\) 0, 2 are lost"):
         result = al.sweep("lock_zoo", grid={"threads": [2, 1, 2]}, progress=False, detail=True, out=d, resume=True,
                           iterations=50, placement=[0, 1])  # fmt: skip
     assert result.meta["reused_runs"] == 0  # without their worker rows the ok runs ran again
     assert result.workers["run"].unique().tolist() == [0, 2]
     loaded = al.results.load(d)
     pd.testing.assert_frame_equal(loaded.workers, result.workers)
-    assert (d / "workers.csv.damaged").read_text() == "garbage"  # set aside, not deleted
+    assert (d / "workers.parquet.damaged").read_text() == "garbage"  # set aside, not deleted
 
 
 def _resume(d: Path) -> al.SweepResult:

@@ -202,7 +202,7 @@ def test_the_study_runs_quick(tmp_path):
     run = studies.reproduce("shmem_fault", quick=True, out=tmp_path, progress=False)
     table = run.result.table
     names = {p.name for p in run.files}
-    assert {"table.csv", "published.csv", "data.csv", "meta.json", "ratios.png", "lockstat.png"} <= names
+    assert {"table.parquet", "published.parquet", "data.parquet", "meta.json", "ratios.png", "lockstat.png"} <= names
     assert set(table["variant"]) == set(VARIANTS) and set(table["pattern"]) == {"disjoint", "overlap"}
     assert table["lock_counts_exact"].all()
     base = table[table["variant"] == "lock_twice"]

@@ -70,11 +70,14 @@ def test_a_new_study_is_one_file_and_a_broken_one_hides_nothing(extra_studies):
 
 def test_reproduce_writes_table_data_meta_and_plots(extra_studies, tmp_path):
     out = tmp_path / "results"
-    done = studies.reproduce("fake_study", quick=True, out=out, progress=False)
+    done = studies.reproduce("fake_study", quick=True, out=out, progress=False, csv=True)
     assert done.out_dir.parent == out / "fake_study"
     names = {p.name for p in done.files}
-    assert {"table.csv", "published.csv", "data.csv", "workers.csv", "lockstat.csv", "meta.json", "bars.png"} <= names
-    table = pd.read_csv(done.out_dir / "table.csv")
+    tables = {"table", "published", "data", "workers", "lockstat"}
+    assert {f"{t}.parquet" for t in tables} | {"meta.json", "bars.png"} <= names
+    assert {p.name for p in (done.out_dir / "csv").iterdir()} == {f"{t}.csv" for t in tables}  # --csv copies
+    table = pd.read_parquet(done.out_dir / "table.parquet")
+    pd.testing.assert_frame_equal(table, done.result.table.reset_index(drop=True))
     assert table.columns.tolist() == ["lock", "acquisitions", "published_acquisitions"]
     assert table["published_acquisitions"].tolist()[0] == 42 and pd.isna(table["published_acquisitions"][1])
     meta = al.results.load(done.out_dir).meta

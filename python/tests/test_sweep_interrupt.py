@@ -91,24 +91,21 @@ def test_out_saves_the_finished_rows_after_every_run(tmp_path, monkeypatch):
     assert sorted(p.stem for p in out.iterdir()) == [".alloclab", "data", "manifest", "meta"]  # no temporary file
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_a_save_that_dies_half_way_leaves_the_previous_one(tmp_path, monkeypatch, fmt):
-    if fmt == "parquet":
-        pytest.importorskip("pyarrow")
+def test_a_save_that_dies_half_way_leaves_the_previous_one(tmp_path, monkeypatch):
     first = al.sweep("lock_zoo", grid={"threads": [1, 2]}, progress=False, iterations=50)
-    al.results.save(first, tmp_path, format=fmt)
+    al.results.save(first, tmp_path)
     second = al.sweep("lock_zoo", grid={"threads": [1, 2, 3]}, progress=False, iterations=50)
 
     def dies_half_way(self, path, *args, **kwargs):
         Path(path).write_text("half a file")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet" if fmt == "parquet" else "to_csv", dies_half_way)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", dies_half_way)
     with pytest.raises(KeyboardInterrupt):
-        al.results.save(second, tmp_path, format=fmt, overwrite=True)
+        al.results.save(second, tmp_path, overwrite=True)
     monkeypatch.undo()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == [".alloclab.lock", f"data.{fmt}", "manifest.json", "meta.json"]  # no temporary file left
+    assert names == [".alloclab.lock", "data.parquet", "manifest.json", "meta.json"]  # no temporary file left
     pd.testing.assert_frame_equal(al.results.load(tmp_path).data, first)
 
 

@@ -184,7 +184,7 @@ def test_reproduce_study_puts_the_seed_tables_beside_ours(tmp_path):
     bare = table[table["pattern"] == "thread_stack"]
     assert len(bare) and bare[[c for c in table.columns if c.startswith("published_")]].isna().all().all()
     names = {p.name for p in run.files}
-    assert {"table.csv", "published.csv", "data.csv", "lockstat.csv", "meta.json"} <= names
+    assert {"table.parquet", "published.parquet", "data.parquet", "lockstat.parquet", "meta.json"} <= names
     assert {"once_vs_twice.png", "scaling.png", "lockstat.png"} <= names
     assert any("v6.9+" in note and "pool hits" in note for note in run.result.notes)
 

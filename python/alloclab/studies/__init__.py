@@ -41,9 +41,10 @@ How a study measures (the rules every study here follows)
   at reduced size with ``costs="table"`` (deterministic: one run per point). A quick result that points against the
   seed's claim says so loudly (:func:`against_claim`).
 
-The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.csv``, ``published.csv``, the raw
-data (``data.csv`` and, for a ``SweepResult``, ``workers.csv``/``lockstat.csv``) and ``meta.json`` with the
-full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list.
+The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.parquet``, ``published.parquet``, the raw
+data (``data.parquet`` and, for a ``SweepResult``, ``workers.parquet``/``lockstat.parquet``) and ``meta.json`` with
+the full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list; with
+``csv=True``, CSV copies of every table in ``out_dir/csv/``.
 ``studies/lock_zoo.py`` is the model to copy.
 """
 
@@ -96,12 +97,12 @@ class StudyResult:
     Attributes:
         table: the study's table, our figures beside the published ones (see :func:`beside`).
         plots: the image files the study wrote (inside the ``out_dir`` it was given).
-        data: the raw runs (a ``SweepResult`` or a sweep table), saved as ``data.csv`` (+ detail tables);
+        data: the raw runs (a ``SweepResult`` or a sweep table), saved as ``data.parquet`` (+ detail tables);
             None saves ``table`` as the data instead.
         notes: lines worth printing under the table (e.g. which points were oversubscribed).
         meta: extra JSON-able entries for ``meta.json``.
         projected: the seed's claim per configuration, published | virtual | real side by side (each made by
-            :func:`projected`), by name; each is written as ``projected_<name>.csv`` and printed.
+            :func:`projected`), by name; each is written as ``projected_<name>.parquet`` and printed.
     """
 
     table: pd.DataFrame
@@ -281,7 +282,7 @@ def projected(
 
     Args:
         on: the configuration keys, e.g. ``["order", "threads"]``.
-        published: the seed's figures (no provenance columns: those stay in ``published.csv``).
+        published: the seed's figures (no provenance columns: those stay in ``published.parquet``).
         virtual: ours on the seed's machine, in virtual time (``costs="table"``).
         real: ours on this host; an optional ``note`` column says what a cell rests on.
         workers: the configuration's worker count from its key row; a configuration with more workers than the host
@@ -323,7 +324,7 @@ def projected(
 
 
 def reproduce(
-    study: str | Study, *, quick: bool = False, out: str | Path = "results", progress: bool = True
+    study: str | Study, *, quick: bool = False, out: str | Path = "results", progress: bool = True, csv: bool = False
 ) -> StudyRun:
     """Run one study and write its results under ``out/<study>/<UTC stamp>/``.
 
@@ -332,11 +333,12 @@ def reproduce(
         quick: small sizes (seconds instead of minutes).
         out: the results root.
         progress: show the sweeps' progress bars.
+        csv: also write CSV copies of every table to ``out_dir/csv/`` (the Parquet files stay the result).
 
     Returns:
         A :class:`StudyRun` with the table, the plots and every file written.
     """
-    from .. import results
+    from .. import _tables, results
 
     if not isinstance(study, Study):
         study = find(study)
@@ -346,11 +348,11 @@ def reproduce(
     elapsed = time.monotonic() - t0
     if not isinstance(result, StudyResult):
         raise TypeError(f"study {study.name}: run() returned {type(result).__name__}, not StudyResult")
-    result.table.to_csv(out_dir / "table.csv", index=False)
-    for name, table in result.projected.items():
-        table.to_csv(out_dir / f"projected_{name}.csv", index=False)
+    tables = {"table": result.table, **{f"projected_{n}": t for n, t in result.projected.items()}}
     if len(study.published):
-        study.published.to_csv(out_dir / "published.csv", index=False)
+        tables["published"] = study.published
+    for name, table in tables.items():
+        _tables.write(table, out_dir / f"{name}.parquet")
     plots = [Path(p) for p in result.plots]
     info = {
         "study": {
@@ -360,15 +362,17 @@ def reproduce(
             "scenarios": list(study.scenarios),
             "quick": bool(quick),
             "elapsed_s": round(elapsed, 3),
-            "table": "table.csv",
-            "published": "published.csv" if len(study.published) else None,
+            "table": "table.parquet",
+            "published": "published.parquet" if len(study.published) else None,
             "plots": [p.name if p.parent == out_dir else str(p) for p in plots],
             "notes": list(result.notes),
         },
         **result.meta,
     }
     data = result.data if result.data is not None else result.table
-    results.save(data, out_dir, meta=info, format="csv")
+    results.save(data, out_dir, meta=info)
+    if csv:  # every table the study and the save wrote (a study may write its own, e.g. hugetlb's headline)
+        _tables.export_csv(((p.stem, _tables.read(p)) for p in sorted(out_dir.glob("*.parquet"))), out_dir)
     files = sorted(p for p in out_dir.iterdir() if p.is_file())
     return StudyRun(study=study, result=result, out_dir=out_dir, files=files, elapsed_s=elapsed)
 

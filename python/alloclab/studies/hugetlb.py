@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .. import plot, stats
+from .. import _tables, plot, stats
 from .._run import run as run_once
 from ..config import sized
 from ..machines import machine as load_machine
@@ -213,7 +213,7 @@ def headline_notes(table: pd.DataFrame) -> list[str]:
 def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     """The headline (serial vs padata, virtual, both seed machines), then multiplier 1-5 on 1-, 2- and 4-node models.
 
-    The headline's runs go to ``headline_runs.csv`` and its table to ``headline.csv`` in ``out_dir`` (and to
+    The headline's runs go to ``headline_runs.parquet`` and its table to ``headline.parquet`` in ``out_dir`` (and to
     meta.json's ``headline``); its lines head the notes.
 
     Args:
@@ -241,8 +241,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     notes += measurement_notes(result)
     runs = headline_runs(HEADLINE_FRACTIONS_QUICK if quick else HEADLINE_FRACTIONS)
     head = headline(runs)
-    runs.to_csv(out_dir / "headline_runs.csv", index=False)
-    head.to_csv(out_dir / "headline.csv", index=False)
+    _tables.write(runs, out_dir / "headline_runs.parquet")
+    _tables.write(head, out_dir / "headline.parquet")
     notes = headline_notes(head) + notes
     meta = {"headline": head.to_dict(orient="records")}
     fraction = sized(MULTIPLIER_FRACTION, MULTIPLIER_FRACTION_QUICK, quick_mode=quick)

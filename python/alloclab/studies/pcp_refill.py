@@ -137,7 +137,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         f" (quick: not grown, so runs shorter than {MIN_TIME_S} s are flagged and compare n.s.)"
         if quick
         else f" at first, grown by a pilot run until one worker without the check lasts {MIN_TIME_S} s (the counts "
-        "run are in data.csv)"
+        "run are in data.parquet)"
     )
     notes = [
         f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), blocks per worker: order 9: "
