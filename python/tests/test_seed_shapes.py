@@ -17,13 +17,21 @@ from alloclab.studies import cma, hugetlb, pcp_refill, shmem, vmalloc
 #: The shapes that do not come out with the shipped profiles, each with what was measured (see the module docstring).
 HUGETLB_4NODE_MISS = (
     "measured: saved 83.4 % against the seed's 68.5 % (serial 5048 ms, parallel 840 ms with 8 works, scaled from "
-    "1/1024 of the pool): the model's padata works do not slow each other down as the seed's did"
+    "1/1024 of the pool): the model's padata works do not slow each other down as the seed's did (thread time per "
+    "folio 4.81 us serial -> 6.41 us with 8 works; the seed's 3.18 -> 8.02 us). Same cause as MULTIPLIER_MISS"
 )
 MULTIPLIER_MISS = (
     "measured at 1/256 of each pool: speedup over k = 1 at k = 2..5 is 1.96 / 2.89 / 3.80 / 4.66 (256G; seed "
     "1.67 / 2.28 / 2.67 / 2.84), 2.03 / 2.90 / 3.89 / 4.54 (2T; seed 1.44 / 1.80 / 2.00 / 2.04), 1.90 / 2.58 / "
     "3.22 / 4.07 (50G; seed 1.61 / 1.92 / 2.37 / 2.29): nearly linear in k, within 20 % at k = 2 only for 256G "
-    "and 50G. The model lacks what flattens the seed's curve (its thread time per folio grows 5.5 -> 9.6 us)"
+    "and 50G. The model lacks what flattens the seed's curve (its thread time per folio grows 5.5 -> 9.6 us). "
+    "The seed's times fit N (a / n + b), n threads (least squares over k = 1..5), with b = 0.48 us (256G), 0.33 us "
+    "(2T), 0.74 us (50G) per folio serialised; the model's shared resources are far from saturated at k = 5 (2T, "
+    "20 works): zone->lock busy 52 % per node (1.44 us hold, the lines it takes from the previous holder), 26 % on "
+    "256G; 5 streams per node get 14.1 of the 17.9 GB/s "
+    "a core streams; thread time per folio 6.34 -> 6.99 us from k = 1 to 5 (2T). No sourced cost gives b. A node "
+    "bandwidth of 35 GB/s (tried, not shipped; the profiles' are 70.5 and 160) flattens the curve, 1.98 / 2.52 / "
+    "2.70 / 2.82 (256G) and 1.96 / 2.49 / 2.74 / 2.85 (2T), but not the seed's 2T step at k = 2"
 )
 VMALLOC_MISS = (
     "measured at 100 stress_ng_pthread operations per worker: once / twice - 1 = -1.16 %, -0.32 %, -0.34 %, -0.52 % "
@@ -32,7 +40,9 @@ VMALLOC_MISS = (
 )
 SHMEM_PREALLOC_MISS = (
     "measured at the quick size (64 pages per thread, 64 threads on nehalem-ex-4s-64t): prealloc / lock_twice = "
-    "0.774, above the band's 0.75 (the seed: 0.60)"
+    "0.774, above the band's 0.75 (the seed: 0.60). info->lock is the bottleneck of both (held 81 % of lock_twice's "
+    "run, 86 % of prealloc's): prealloc's one hold (835 ns) is 0.82 of lock_twice's two (2 x 510 ns); 0.6 needs a "
+    "cost per acquisition twice the work in the lock. 2.6.35's ticket spinlock on info->lock gives 0.96 (tried)"
 )
 
 
