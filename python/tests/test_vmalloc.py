@@ -362,3 +362,17 @@ def test_the_catalogue_documents_the_module_parameters():
     for bit, name in enumerate(KERNEL_TESTS):
         assert f"{1 << bit} {name}" in params.loc["run_test_mask", "doc"]
     assert "test_vmalloc" in params.loc["pattern", "choices"]
+
+
+def test_cli_prints_the_summary_lines(capsys):
+    from alloclab.cli import main
+
+    args = ["run", "vmalloc_stress", "pattern=test_vmalloc", "nr_threads=1", "run_test_mask=9", "test_loop_count=10"]
+    assert main([*args, "--summary-lines"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [SUMMARY.match(line).group(1) for line in out if SUMMARY.match(line)] == [
+        "fix_size_alloc_test",
+        "random_size_alloc_test",
+    ]
+    assert main(["run", "vmalloc_stress", "ops=10", "--summary-lines"]) == 1
+    assert "summary_lines: the vmalloc_stress run printed none" in capsys.readouterr().err
