@@ -653,3 +653,60 @@ TEST(VmallocStress, MapPagesReturnsEveryPageAndKeepsCounts) {
             }),
             "node_pages: 1000 is not a multiple of pageblock_nr_pages (512)");
 }
+
+// pattern=test_vmalloc: lib/test_vmalloc.c's tests as the module runs them. Each call frees what it allocates, and
+// a call that passed allocates what its test function does: L loops (full_fit: + its two arrays and fls(2 CPUs) x
+// 8192 pairs; long_busy_list: + its array and 15000 pages, two areas per loop); the busy lock k + 1 times each.
+TEST(VmallocStress, TestVmallocCountsAreExactPerTest) {
+  RunOptions opt;
+  opt.model = Topology::synthetic("node:1 core:2 pu:1");
+  const int64_t L = 30, J = 2 * 8192;
+  const std::vector<std::pair<const char*, int64_t>> tests = {{"fix_size_alloc_test", L},
+                                                              {"full_fit_alloc_test", 2 + 2 * J + L},
+                                                              {"long_busy_list_alloc_test", 1 + 15000 + 2 * L},
+                                                              {"random_size_alloc_test", L},
+                                                              {"fix_align_alloc_test", L},
+                                                              {"random_size_align_alloc_test", L}};
+  for (size_t bit = 0; bit < tests.size(); ++bit) {
+    const auto& [name, per_call] = tests[bit];
+    SCOPED_TRACE(name);
+    const RunResult r = run("vmalloc_stress",
+                            {{"pattern", std::string("test_vmalloc")},
+                             {"nr_threads", int64_t(2)},
+                             {"run_test_mask", int64_t(1) << bit},
+                             {"test_loop_count", L},
+                             {"test_repeat_count", int64_t(2)},
+                             {"busy_lock", std::string("twice")},
+                             {"vmap_nodes", int64_t(1)},
+                             {"tlb_flush_ns", int64_t(0)}},
+                            opt);
+    EXPECT_EQ(num(r, std::string(name) + "_passed"), 4);
+    EXPECT_EQ(num(r, std::string(name) + "_failed"), 0);
+    EXPECT_EQ(num(r, std::string(name) + "_allocs"), 4 * per_call);
+    EXPECT_EQ(num(r, "frees"), 4 * per_call);
+    ASSERT_NE(lockstat_row(r, "vmap_area_lock"), nullptr);
+    EXPECT_EQ(lockstat_row(r, "vmap_area_lock")->acquisitions, uint64_t(3 * 4 * per_call));
+    const std::string lines = std::get<std::string>(summary(r, "kernel_summary"));
+    const std::string line = "Summary: " + std::string(name) + " passed: 2 failed: 0 repeat: 2 loops: 30 avg: ";
+    EXPECT_EQ(lines.rfind(line, 0), 0u) << lines;
+    EXPECT_NE(lines.find("\n" + line), std::string::npos) << lines;  // the second worker's
+  }
+}
+
+TEST(VmallocStress, TestVmallocRefusesTheTestsItCannotRun) {
+  RunOptions opt;
+  const auto mask = [&](int64_t m) {
+    return invalid_argument_of([&] {
+      run("vmalloc_stress", {{"pattern", std::string("test_vmalloc")}, {"run_test_mask", m}}, opt);
+    });
+  };
+  EXPECT_EQ(mask(128).rfind("run_test_mask: 128 selects pcpu_alloc_test (128), which the model cannot run: it "
+                            "allocates through mm/percpu.c",
+                            0),
+            0u);
+  EXPECT_EQ(mask(4096).rfind("run_test_mask: 4096 sets bits beyond lib/test_vmalloc.c's 11 tests", 0), 0u);
+  EXPECT_NE(mask(4096).find("(allowed: a sum of 1 fix_size_alloc_test, 2 full_fit_alloc_test, 4 "
+                            "long_busy_list_alloc_test, 8 random_size_alloc_test, 16 fix_align_alloc_test, 32 "
+                            "random_size_align_alloc_test, 64 align_shift_alloc_test: 1..127)"),
+            std::string::npos);
+}

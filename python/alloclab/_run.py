@@ -74,13 +74,34 @@ class RunResult:
             raise ValueError(f"format: expected one of {', '.join(map(repr, formatters))}, got {format!r}")
         return formatters[format]()
 
+    def summary_lines(self) -> list[str]:
+        """The summary lines the kernel's own test prints for the run, in its format.
+
+        For ``vmalloc_stress`` with ``pattern="test_vmalloc"``: what ``lib/test_vmalloc.c`` writes to the kernel log
+        when ``test_vmalloc.sh`` loads it, one line per worker and selected test (workers in order, tests in
+        ``test_case_array[]`` order), ``Summary: fix_size_alloc_test passed: 1 failed: 0 repeat: 1 loops: 1000000
+        avg: 1234 usec``; ``avg`` is the test's time over its repeats divided by ``test_repeat_count`` (the time of
+        one call of the test function, not of one loop), in whole microseconds of the run's clock (virtual
+        microseconds in a virtual run).
+
+        Raises:
+            ValueError: the run's scenario and parameters run no kernel test (its summary has no ``kernel_summary``).
+        """
+        text = self.summary.get("kernel_summary")
+        if not isinstance(text, str):
+            raise ValueError(
+                f"summary_lines: the {self.scenario} run printed none (allowed: a run of a kernel test's own driver, "
+                "vmalloc_stress with pattern='test_vmalloc')"
+            )
+        return text.splitlines()
+
     def __repr__(self) -> str:
         head = f"RunResult({self.scenario!r}, {len(self.workers)} workers"
         if self.provenance.get("oversubscribed"):
             head += ", oversubscribed"
         if self.stopped:
             head += f", stopped: {self.stop_reason}"
-        return head + ")\n" + self.summary.to_string()
+        return head + ")\n" + self.summary.drop("kernel_summary", errors="ignore").to_string()
 
 
 def run(

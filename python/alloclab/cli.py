@@ -59,7 +59,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "run": (
         "alloclab run lock_zoo threads=2 lock=ticket iterations=10000 --lockstat",
         'alloclab run page_alloc --topology "node:2 core:2 pu:1" threads=4 --lock "zone->lock=mcs" --workers',
-        "alloclab run lock_zoo threads=8 --clock virtual --machine xeon-8380-2s --out results/zoo8",
+        "alloclab run vmalloc_stress pattern=test_vmalloc nr_threads=2 run_test_mask=3 test_loop_count=10000 "
+        "--clock virtual --machine xeon-8380-2s --summary-lines",
     ),
     "sweep": (
         "alloclab sweep lock_zoo lock=spin,ticket,mcs threads=1,2 iterations=20000 --repeats 3",
@@ -337,6 +338,9 @@ def _print_run(args: argparse.Namespace, result: Any) -> None:
     if args.lockstat:
         print()
         print(result.lockstat_text())
+    if args.summary_lines:
+        print()
+        print("\n".join(result.summary_lines()))
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -537,6 +541,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("params", nargs="*", metavar="k=v", help="scenario parameters")
     p.add_argument("--lockstat", action="store_true", help="print the lock statistics in /proc/lock_stat format")
     p.add_argument("--workers", action="store_true", help="print the per-worker table")
+    p.add_argument(
+        "--summary-lines",
+        action="store_true",
+        help="print the kernel test's own summary lines (vmalloc_stress pattern=test_vmalloc: lib/test_vmalloc.c's)",
+    )
     p.add_argument("--out", metavar="DIR", help="save the result with its provenance to DIR")
     p.add_argument("--force", action="store_true", help="with --out: replace the result DIR already holds")
     _csv_option(p)

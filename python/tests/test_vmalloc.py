@@ -2,6 +2,7 @@
 
 import _thread
 import os
+import re
 import threading
 
 import pytest
@@ -198,3 +199,180 @@ def test_ctrl_c_during_a_long_set_up_raises_keyboard_interrupt_and_leaves_no_thr
         al.run("vmalloc_stress", threads=256, pattern="full_fit", ops=10**9)
     timer.join()
     assert len(os.listdir("/proc/self/task")) == before
+
+
+# --- pattern="test_vmalloc": lib/test_vmalloc.c as test_vmalloc.sh loads it ------------------------------------
+
+#: test_case_array[] of lib/test_vmalloc.c, in its order (run_test_mask bit i = entry i).
+KERNEL_TESTS = [
+    "fix_size_alloc_test",
+    "full_fit_alloc_test",
+    "long_busy_list_alloc_test",
+    "random_size_alloc_test",
+    "fix_align_alloc_test",
+    "random_size_align_alloc_test",
+    "align_shift_alloc_test",
+    "pcpu_alloc_test",
+    "kvfree_rcu_1_arg_vmalloc_test",
+    "kvfree_rcu_2_arg_vmalloc_test",
+    "vm_map_ram_test",
+]
+SUMMARY = re.compile(r"^Summary: (\w+) passed: (\d+) failed: (\d+) repeat: (\d+) loops: (\d+) avg: (\d+) usec$")
+J = 3 * 8192  # full_fit's junk_length on TOPO's 4 CPUs: fls(4) x 32 MiB / PAGE_SIZE
+# align_shift_alloc_test: 1 << i fits [VMALLOC_START, + 32 TiB) (x86-64 4-level: 0xffffc90000000000) with its guard
+# page for i = 0..45 (2^45 is the range's size, and one 2^45 multiple lies in it); 1 << 46 finds no room.
+ALIGN_SHIFT_FITS = 46
+
+
+def _allocs_per_call(test: str, loops: int) -> int:
+    """The areas one call of the kernel's test function allocates (and frees), read off lib/test_vmalloc.c."""
+    return {
+        "full_fit_alloc_test": 2 + 2 * J + loops,  # ptr[], junk_ptr[], J pairs, the loops
+        "long_busy_list_alloc_test": 1 + 15000 + 2 * loops,  # ptr[], 15000 pages, 100 + 1 pages per loop
+        "align_shift_alloc_test": ALIGN_SHIFT_FITS,  # then the call fails
+    }.get(test, loops)
+
+
+def _test_vmalloc(clock="real", **params):
+    return _run(clock, pattern="test_vmalloc", **params)
+
+
+@pytest.mark.parametrize("busy_lock,k,vmap_nodes", [("twice", 2, 1), ("once", 1, 0)])
+@pytest.mark.parametrize("bit", range(7))
+def test_each_kernel_test_allocates_and_locks_exactly(bit, busy_lock, k, vmap_nodes, clock):
+    test = KERNEL_TESTS[bit]
+    workers = 1 if test == "align_shift_alloc_test" else 2  # two would race for the one 2^45-aligned place
+    loops, repeat = 40, 2
+    r = _test_vmalloc(clock, nr_threads=workers, run_test_mask=1 << bit, test_loop_count=loops,
+                      test_repeat_count=repeat, busy_lock=busy_lock, vmap_nodes=vmap_nodes)  # fmt: skip
+    s = r.summary
+    calls = workers * repeat
+    allocs = calls * _allocs_per_call(test, loops)
+    failed = calls if test == "align_shift_alloc_test" else 0
+    assert (s[f"{test}_passed"], s[f"{test}_failed"], s[f"{test}_allocs"]) == (calls - failed, failed, allocs)
+    assert s["allocs"] == allocs and s["frees"] == allocs and s["freed_at_teardown"] == 0
+    assert s["map_pages"] and s["page_alloc_failures"] == 0
+    rows = r.lockstat.set_index("class")
+    assert rows.loc["vmap_area_lock" if vmap_nodes == 1 else "vn->busy.lock"].acquisitions == (k + 1) * allocs
+    assert s["busy_lock_expected"] == (k + 1) * allocs and test in s["busy_lock_formula"]
+    # One loop is one operation (align_shift: one alignment tried).
+    per_call_ops = ALIGN_SHIFT_FITS + 1 if test == "align_shift_alloc_test" else loops
+    assert list(r.workers.ops) == [repeat * per_call_ops] * workers
+    lines = r.summary_lines()
+    assert len(lines) == workers
+    for line in lines:
+        m = SUMMARY.match(line)
+        assert m, line
+        assert m.groups()[:5] == (test, str(repeat - failed // workers), str(failed // workers), str(repeat), "40")
+    assert [f"{test}_avg_usec"] == [c for c in r.workers.columns if c.endswith("_avg_usec")]
+
+
+def test_run_test_mask_selects_the_tests_and_lines_follow_the_kernels_order(clock):
+    r = _test_vmalloc(clock, nr_threads=2, run_test_mask=1 | 8 | 32, test_loop_count=30)
+    lines = r.summary_lines()
+    names = [SUMMARY.match(line).group(1) for line in lines]
+    # do_concurrent_test(): worker by worker, each worker's selected tests in test_case_array[] order.
+    assert names == ["fix_size_alloc_test", "random_size_alloc_test", "random_size_align_alloc_test"] * 2
+    s = r.summary
+    assert s["allocs"] == 2 * 3 * 30
+    for name in set(KERNEL_TESTS) - set(names):
+        assert f"{name}_passed" not in s.index
+
+
+def test_nr_threads_takes_the_place_of_threads():
+    r = _test_vmalloc(nr_threads=3, run_test_mask=1, test_loop_count=10)
+    assert len(r.workers) == 3 and len(r.summary_lines()) == 3
+    assert len(_test_vmalloc(threads=3, run_test_mask=1, test_loop_count=10).workers) == 3
+    with pytest.raises(ValueError, match=r"^nr_threads: 4 and threads 3 disagree"):
+        _test_vmalloc(threads=3, nr_threads=4)
+
+
+def test_nr_pages_sizes_fix_size_alloc_test():
+    one = _test_vmalloc(threads=1, run_test_mask=1, test_loop_count=10, nr_pages=0)
+    many = _test_vmalloc(threads=1, run_test_mask=1, test_loop_count=10, nr_pages=64)
+    # One area per loop either way; its pages come from the buddy allocator, bulk, so 64 pages take refills.
+    assert one.summary["allocs"] == many.summary["allocs"] == 10
+    zone = many.lockstat.set_index("class")
+    assert zone.loc["pcp->lock"].acquisitions > one.lockstat.set_index("class").loc["pcp->lock"].acquisitions
+
+
+def test_virtual_summary_lines_are_deterministic_and_in_virtual_microseconds():
+    params = dict(nr_threads=2, run_test_mask=127, test_loop_count=20, test_repeat_count=2)
+    a = _test_vmalloc("virtual", **params)
+    b = _test_vmalloc("virtual", **params)
+    assert a.summary_lines() == b.summary_lines()
+    assert len(a.summary_lines()) == 2 * 7
+    avgs = [int(SUMMARY.match(line).group(6)) for line in a.summary_lines()]
+    # full_fit's call maps 2 x 24576 pages: whole virtual milliseconds, not zero.
+    full_fit = [int(SUMMARY.match(x).group(6)) for x in a.summary_lines() if "full_fit" in x]
+    assert min(full_fit) >= 1000 and all(v >= 0 for v in avgs)
+    assert (a.workers[[f"{t}_avg_usec" for t in KERNEL_TESTS[:7]]].to_numpy() >= 0).all()
+
+
+def test_summary_lines_of_a_run_without_a_kernel_test_are_refused():
+    r = _run(threads=1, ops=10)
+    with pytest.raises(ValueError, match=r"^summary_lines: .*pattern='test_vmalloc'"):
+        r.summary_lines()
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"run_test_mask": 2048}, r"^run_test_mask: 2048 sets bits beyond lib/test_vmalloc.c's 11 tests"),
+        (
+            {"run_test_mask": 2147483647},
+            r"^run_test_mask: 2147483647 sets bits beyond .* \(allowed: a sum of 1 "
+            r"fix_size_alloc_test, 2 full_fit_alloc_test, .*64 align_shift_alloc_test: "
+            r"1\.\.127\)",
+        ),
+        (
+            {"run_test_mask": 128},
+            r"^run_test_mask: 128 selects pcpu_alloc_test \(128\), which the model cannot run: "
+            r".*mm/percpu\.c",
+        ),
+        ({"run_test_mask": 1 | 256}, r"^run_test_mask: 257 selects kvfree_rcu_1_arg_vmalloc_test .*RCU"),
+        ({"run_test_mask": 1024}, r"^run_test_mask: 1024 selects vm_map_ram_test .*vm_map_ram"),
+        ({"run_test_mask": 0}, r"^run_test_mask: value out of range: 0 \(allowed: 1\.\.2147483647\)"),
+        ({"test_loop_count": 0}, r"^test_loop_count: value out of range: 0 \(allowed: 1\.\.2147483647\)"),
+        ({"test_repeat_count": 0}, r"^test_repeat_count: value out of range: 0"),
+        ({"nr_pages": -1}, r"^nr_pages: value out of range: -1"),
+        ({"nr_pages": 16, "vmalloc_size": 65536}, r"^nr_pages: 65536 bytes plus the guard page exceed vmalloc_size"),
+        ({"pattern": "fix_size_alloc_test"}, r"^pattern: invalid value 'fix_size_alloc_test' .*'test_vmalloc'"),
+    ],
+)
+def test_bad_test_vmalloc_input_names_the_parameter_and_what_is_allowed(params, message):
+    with pytest.raises(ValueError, match=message):
+        al.run("vmalloc_stress", **{"pattern": "test_vmalloc", **params})
+
+
+def test_the_catalogue_documents_the_module_parameters():
+    table = al.scenarios()
+    params = table[table.scenario == "vmalloc_stress"].set_index("parameter")
+    for p in [
+        "nr_threads",
+        "test_loop_count",
+        "test_repeat_count",
+        "nr_pages",
+        "run_test_mask",
+        "sequential_test_order",
+    ]:
+        assert p in params.index and params.loc[p, "doc"]
+    assert params.loc["test_loop_count", "default"] == 1000000
+    assert params.loc["run_test_mask", "default"] == 127
+    for bit, name in enumerate(KERNEL_TESTS):
+        assert f"{1 << bit} {name}" in params.loc["run_test_mask", "doc"]
+    assert "test_vmalloc" in params.loc["pattern", "choices"]
+
+
+def test_cli_prints_the_summary_lines(capsys):
+    from alloclab.cli import main
+
+    args = ["run", "vmalloc_stress", "pattern=test_vmalloc", "nr_threads=1", "run_test_mask=9", "test_loop_count=10"]
+    assert main([*args, "--summary-lines"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [SUMMARY.match(line).group(1) for line in out if SUMMARY.match(line)] == [
+        "fix_size_alloc_test",
+        "random_size_alloc_test",
+    ]
+    assert main(["run", "vmalloc_stress", "ops=10", "--summary-lines"]) == 1
+    assert "summary_lines: the vmalloc_stress run printed none" in capsys.readouterr().err
