@@ -161,7 +161,7 @@ def scaling(
     ax.set_title(title if title is not None else f"{_scenario(df)}{y} vs {x}")
     ax.grid(True, alpha=0.3)
     _legend(ax, hue, interval, entries + [(a, a.get_label()) for a in extra])
-    footer(ax.figure, _provenance(df, provenance))
+    footer(ax.figure, _provenance(df, provenance), add=True)
     return ax
 
 
@@ -221,7 +221,7 @@ def workers(
     ax.set_title(title if title is not None else f"{y} per {worker}")
     ax.grid(True, axis="y", alpha=0.3)
     _legend(ax, by, _interval(counts), list(zip(ax.containers, levels, strict=False)))
-    footer(ax.figure, _provenance(data, provenance))
+    footer(ax.figure, _provenance(data, provenance), add=True)
     return ax
 
 
@@ -289,7 +289,7 @@ def heatmap(
     if annotate and (marks == "*").to_numpy().any():
         ax.set_xlabel(f"{ax.get_xlabel()}    (* = {_OVERSUB_LABEL})")
     ax.set_title(title if title is not None else f"{_scenario(df)}{value}")
-    footer(ax.figure, _provenance(df, provenance))
+    footer(ax.figure, _provenance(df, provenance), add=True)
     return ax
 
 
@@ -360,7 +360,7 @@ def lockstat(
     ax.grid(True, axis="x", alpha=0.3)
     kinds = [f"wait ({stat})", f"hold ({stat})"]
     _legend(ax, "lock_stat", _interval(counts), list(zip(ax.containers, kinds, strict=False)))
-    footer(ax.figure, _provenance(data, provenance))
+    footer(ax.figure, _provenance(data, provenance), add=True)
     return ax
 
 
@@ -442,7 +442,7 @@ def lockstat_compare(
         ax.grid(True, axis="x", alpha=0.3)
     ax_n.legend(ax_n.containers, list(labels), title="totals, no interval (one snapshot)", fontsize="small",
                 title_fontsize="small")  # fmt: skip
-    footer(ax_n.figure, _provenance(model, provenance))
+    footer(ax_n.figure, _provenance(model, provenance), add=True)
     return ax_n, ax_t
 
 
@@ -460,25 +460,34 @@ def savefig(ax: Any, path: str | os.PathLike, *, dpi: int = 120) -> Path:
     return path
 
 
-def footer(fig: Any, provenance: Mapping[str, Any] | RunResult | SweepResult | pd.DataFrame | None) -> Any:
-    """Write the provenance line at the foot of ``fig`` (replacing an earlier one; constrained layout makes room):
+def footer(
+    fig: Any, provenance: Mapping[str, Any] | RunResult | SweepResult | pd.DataFrame | None, *, add: bool = False
+) -> Any:
+    """Write the provenance line at the foot of ``fig`` (constrained layout makes room for it):
     ``host H · model machine M (costs=C) | model TOPOLOGY · clock K · repeats R · quick|full · git SHA``, or for a
     seed's table (a ``source`` column, no run provenance) ``published figures, not a run of this lab: SOURCE``.
 
     Every plot of this module calls it; a study's own figure calls it too, so a figure read alone says where its
-    numbers come from. A fact the provenance lacks is shown as ``?``.
+    numbers come from. A fact the provenance lacks is shown as ``?``. A result made in this process (it has a
+    ``clock`` and no ``git_sha``: every saved result has one) is shown with this process's git state and quick mode.
 
     Args:
         fig: the matplotlib Figure (``ax.figure``).
         provenance: a run's ``provenance``, a sweep's ``meta`` (``attrs["alloclab"]`` of its table), a loaded
             result's meta data, or a result or table that carries one; extra keys win (e.g. ``{"quick": True}``).
+        add: keep the footer lines the figure has and add this one below them unless it is there already (what the
+            plot functions do, so that panels from different sources each keep their line); False replaces them.
 
     Returns:
         The footer's Text (its gid is :data:`FOOTER_GID`).
     """
-    prov = provenance if isinstance(provenance, Mapping) else _provenance(provenance, None)
-    text = _footer_text(_flat(prov))
-    label = fig.supxlabel(text, x=0.005, ha="left", fontsize="x-small", color="dimgray")
+    own = isinstance(provenance, Mapping) or provenance is None
+    text = _footer_text(_provenance(None, provenance) if own else _provenance(provenance, None))
+    old = [t.get_text() for t in fig.texts if t.get_gid() == FOOTER_GID] if add else []
+    lines = [line for t in old for line in t.split("\n") if line]
+    if text not in lines:
+        lines.append(text)
+    label = fig.supxlabel("\n".join(lines), x=0.005, ha="left", fontsize="x-small", color="dimgray")
     label.set_gid(FOOTER_GID)
     return label
 

@@ -229,3 +229,16 @@ def test_the_footer_of_a_saved_result_is_its_own(tmp_path, detail):
     text = _footer(al.plot.scaling(loaded.data, y="acquisitions_per_s", hue="lock"))
     assert "git 0123456789" in text and "repeats 2" in text and "clock real" in text
     assert al.plot.footer(plt.figure(), None).get_text() == "host ? · model ? · clock ? · repeats ? · sizes ? · git ?"
+
+
+def test_panels_from_two_sources_keep_a_footer_line_each(detail):
+    from alloclab.studies import cma
+
+    fig, (left, right) = plt.subplots(1, 2, layout="constrained")
+    al.plot.workers(detail, y="ops", by="lock", ax=left)
+    al.plot.workers(cma.PUBLISHED_TERMINALS, y="elapsed_s", by="alloc_mutex", worker="terminal", ax=right)
+    al.plot.workers(detail, y="ops", by="lock", ax=left)  # the same source again: no third line
+    lines = _footer(left).split("\n")
+    assert len(lines) == 2 and "clock real" in lines[0] and lines[1].startswith("published figures")
+    al.plot.footer(fig, {**detail.meta, "quick": True})  # an explicit footer replaces them
+    assert "\n" not in _footer(left) and " · quick · " in _footer(left)

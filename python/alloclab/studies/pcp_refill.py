@@ -351,7 +351,7 @@ def draw(result: SweepResult, out_dir: Path, *, quick: bool) -> list[Path]:
         seed = PUBLISHED[(PUBLISHED["order"] == order) & (PUBLISHED["threads"] <= max(int(part["threads"].max()), 2))]
         plot.scaling(part, x="threads", y="ns_per_alloc", hue="check", ax=ax, reference=None, logy=True,
                      published=seed, provenance=prov,
-                     title=f"pcp_refill order {order}: ns per allocation (lines: ours; x: the seed)")  # fmt: skip
+                     title=f"pcp_refill order {order}: time per allocation (lines: ours; x: the seed)")  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / f"order{order}.png"))
     lock = result.lockstat
     if len(lock):
