@@ -47,6 +47,8 @@ _RATIOS = {
     "fairness_jain": "Jain's fairness index (1 = fair)",
     "wait_per_hold": "wait / hold (ratio)",
 }
+#: A magnitude of 1: what :func:`_unit` labels with the unit a column is stored in.
+_AS_STORED = pd.Series([1.0])
 #: Count columns (a unit of "count").
 _COUNTS = ("ops", "acquisitions", "contentions", "contentions_count", "faults", "pages")
 
@@ -106,7 +108,8 @@ def scaling(
         raise ValueError(f"{x}: a scaling axis must be numeric (got dtype {data[x].dtype})")
     ceiling = _ceiling(data, y, hold_ns) if reference == "ceiling" else None
     scale, ylabel = _unit(y, data[y])
-    data = data.assign(**{y: data[y].astype(float) / scale})
+    xscale, xlabel = _unit(x, data[x])
+    data = data.assign(**{y: data[y].astype(float) / scale, x: data[x].astype(float) / xscale})
     keys = [x] if hue is None else [hue, x]
     if hue is not None:
         data = data.assign(**{hue: data[hue].astype(str)})
@@ -142,7 +145,7 @@ def scaling(
     if published is not None:
         seed = _ok(published, [x, y] + ([hue] if hue else []))
         crosses = [
-            ax.scatter(part[x], part[y].astype(float) / scale, marker="x", s=60, zorder=3,
+            ax.scatter(part[x].astype(float) / xscale, part[y].astype(float) / scale, marker="x", s=60, zorder=3,
                        color=colours.get(value, "black"), label="published (single figures, no interval)")
             for value, part in (seed.groupby(seed[hue].astype(str), sort=False) if hue else [(None, seed)])
         ]  # fmt: skip
@@ -156,7 +159,7 @@ def scaling(
             extra.append(span)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(_unit(x, data[x])[1])
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title if title is not None else f"{_scenario(df)}{y} vs {x}")
     ax.grid(True, alpha=0.3)
@@ -283,8 +286,8 @@ def heatmap(
     sns.heatmap(grid, annot=text.to_numpy() if annotate else False, fmt="", cmap=cmap,
                 norm=LogNorm() if log else None, cbar_kws={"label": f"{label}\n{n}"}, ax=ax)  # fmt: skip
     ax.invert_yaxis()
-    ax.set_xlabel(_unit(x, data[x])[1] if pd.api.types.is_numeric_dtype(data[x]) else x)
-    ax.set_ylabel(_unit(y, data[y])[1] if pd.api.types.is_numeric_dtype(data[y]) else y)
+    ax.set_xlabel(_unit(x, _AS_STORED)[1])  # the tick labels are the values as stored
+    ax.set_ylabel(_unit(y, _AS_STORED)[1])
     ax.tick_params(axis="y", rotation=0)
     if annotate and (marks == "*").to_numpy().any():
         ax.set_xlabel(f"{ax.get_xlabel()}    (* = {_OVERSUB_LABEL})")

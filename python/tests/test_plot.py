@@ -158,6 +158,12 @@ def test_the_units_follow_the_magnitude():
     assert ax.get_ylabel() == "time per alloc (µs)"
     ref = next(line for line in ax.get_lines() if line.get_label() == "ideal (inverse)")
     assert list(ref.get_ydata()) == [0.8, 0.4]
+    holds = pd.DataFrame({"hold_ns": [500, 2000], "ops_per_s": [1e6, 5e5]})
+    ax = al.plot.scaling(holds, x="hold_ns", y="ops_per_s", reference=None)
+    assert ax.get_xlabel() == "hold (µs)" and list(ax.get_lines()[0].get_xdata()) == [0.5, 2.0]
+    ax = al.plot.heatmap(holds.assign(lock="spin"), x="hold_ns", y="lock", value="ops_per_s")
+    assert ax.get_xlabel() == "hold (ns)"  # a heatmap's ticks are the values as stored
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["500", "2000"]
 
 
 def test_one_lock_gets_the_ceiling_one_over_hold_instead_of_a_linear_ideal():
