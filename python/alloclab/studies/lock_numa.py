@@ -146,9 +146,9 @@ def draw(table: pd.DataFrame, out_dir: Path, *, provenance: Mapping[str, Any] | 
                        strict=False))  # fmt: skip
     markers = dict(zip(kinds, "osD^v<>phX*P", strict=False))
     paths = []
-    for value, label, logy, fname in (
-        ("acquisitions_per_s", "acquisitions per second (/s, virtual time)", True, "throughput.png"),
-        ("fairness_jain", "Jain's fairness index (1 = fair)", False, "fairness.png"),
+    for value, scale, label, logy, fname in (
+        ("acquisitions_per_s", 1e6, "acquisitions per second (M/s, virtual time)", True, "throughput.png"),
+        ("fairness_jain", 1.0, "Jain's fairness index (1 = fair)", False, "fairness.png"),
     ):
         panels = list(table.groupby(["machine", "placement"], sort=False))
         fig = Figure(figsize=(5.2 * len(PLACEMENTS) + 1.6, 3.6 * len(PROFILES)), layout="constrained")
@@ -156,7 +156,7 @@ def draw(table: pd.DataFrame, out_dir: Path, *, provenance: Mapping[str, Any] | 
         for ax, ((name, placement), part) in zip(axes, panels, strict=False):
             for kind, line in part.groupby("lock", sort=False):
                 line = line.sort_values("threads")
-                ax.plot(line["threads"], line[value], marker=markers[kind], color=colours[kind], label=kind)
+                ax.plot(line["threads"], line[value] / scale, marker=markers[kind], color=colours[kind], label=kind)
             ax.set_xscale("log", base=2)
             if logy:
                 ax.set_yscale("log")
