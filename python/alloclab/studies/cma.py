@@ -120,7 +120,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                     pages_per_region=size["pages_per_region"])  # fmt: skip
     assert isinstance(files, SweepResult)
     table = summarize(result.runs)
-    plots = draw(result, files, out_dir)
+    plots = draw(result, files, out_dir, quick=quick)
     notes = [
         f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), "
         f"{size['virtual_pages_per_region']} pages per region",
@@ -311,15 +311,17 @@ def files_reading(ft: pd.DataFrame, regions: int) -> list[str]:
     return [f"per_area, {regions} regions, files " + "; ".join(parts)]
 
 
-def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
+def draw(result: SweepResult, files: SweepResult, out_dir: Path, *, quick: bool) -> list[Path]:
     """The study's plots, written as PNGs into ``out_dir``; returns their paths.
 
     ``workers.png`` (completion time per finishing rank, both variants, at the largest region count that is not
     oversubscribed — the 7/14/21 s picture), ``seed_workers.png`` (the seed's terminals), ``slowest.png`` (slowest
     completion vs regions), ``lockstat.png`` (wait vs hold of the mutexes and the page-cache lock) and
-    ``files.png`` (shared vs per-area files).
+    ``files.png`` (shared vs per-area files); ``quick`` goes into their footers. The seed's terminals are single
+    published figures: drawn without error bars.
     """
     paths: list[Path] = []
+    prov = {**result.meta, "quick": quick}
     ok = timed(result.runs)
     fit = ok[~ok["oversubscribed"].astype(bool)]
     regions = int(fit["regions"].max()) if len(fit) else int(ok["regions"].max()) if len(ok) else 1
@@ -328,7 +330,7 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
         ax = Figure(figsize=(7, 4.2), layout="constrained").subplots()
         part = workers[workers["regions"] == regions]
         plot.workers(part, y="elapsed_s", by="alloc_mutex", worker="rank", ax=ax,
-                     title=f"ours: completion time by finishing rank, {regions} regions")  # fmt: skip
+                     title=f"ours: completion time by finishing rank, {regions} regions", provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "workers.png"))
 
     ax = Figure(figsize=(6, 4.2), layout="constrained").subplots()
@@ -339,7 +341,7 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
     if len(ok):
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         plot.scaling(ok, x="regions", y="slowest_s", hue="alloc_mutex", ax=ax, reference=None,
-                     title="slowest completion vs regions")  # fmt: skip
+                     title="slowest completion vs regions", provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "slowest.png"))
 
     lock = result.lockstat
@@ -349,13 +351,14 @@ def draw(result: SweepResult, files: SweepResult, out_dir: Path) -> list[Path]:
         if len(part):
             ax = Figure(figsize=(7.5, 4), layout="constrained").subplots()
             plot.lockstat(part, by="alloc_mutex", ax=ax, log=True,
-                          title=f"lock_stat at {regions} regions: wait vs hold (total)")  # fmt: skip
+                          title=f"lock_stat at {regions} regions: wait vs hold (total)", provenance=prov)  # fmt: skip
             paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
 
     files_workers = files.workers[files.workers["run"].isin(timed(files.runs)["run"])]
     if len(files_workers):
         ax = Figure(figsize=(6.4, 4.2), layout="constrained").subplots()
         plot.workers(ranked_workers(files_workers), y="elapsed_s", by="files", worker="rank", ax=ax,
-                     title="per_area: one shared /dev/shm file vs one file per area")  # fmt: skip
+                     title="per_area: one shared /dev/shm file vs one file per area",
+                     provenance={**files.meta, "quick": quick})  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "files.png"))
     return paths

@@ -28,7 +28,9 @@ of its pool scaled back up; ``projected`` holds the headline and the multiplier 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -251,7 +253,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                     f"({', '.join(f'{c}: {m}' for c, m in MULTIPLIER_MACHINES.items())}), costs='table', one run "
                     "per point (deterministic), ms scaled to the whole pool")  # fmt: skip
     tables = {"headline": headline_projection(head), "multiplier": multiplier_projection(virtual, table, pages)}
-    return StudyResult(table=table, plots=draw(result.runs, out_dir), data=result, notes=notes, meta=meta,
+    plots = draw(result.runs, out_dir, provenance={**result.meta, "quick": quick})
+    return StudyResult(table=table, plots=plots, data=result, notes=notes, meta=meta,
                        projected=tables)  # fmt: skip
 
 
@@ -431,8 +434,9 @@ def answer(table: pd.DataFrame, host_pus: int) -> list[str]:
     return lines
 
 
-def draw(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """The study's three plots as PNGs in ``out_dir``: elapsed.png, speedup_vs_seed.png, per_folio.png."""
+def draw(runs: pd.DataFrame, out_dir: Path, *, provenance: Mapping[str, Any] | None = None) -> list[Path]:
+    """The study's three plots as PNGs in ``out_dir``: elapsed.png, speedup_vs_seed.png, per_folio.png; each with
+    the footer of ``provenance`` (the sweep's meta and the quick flag; default: what ``runs`` carries)."""
     paths = []
     for name, fn, arg in (
         ("elapsed.png", plot_elapsed, runs),
@@ -441,6 +445,7 @@ def draw(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     ):
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         fn(arg, ax)
+        plot.footer(ax.figure, {**runs.attrs.get("alloclab", {}), **(provenance or {})})
         paths.append(plot.savefig(ax, out_dir / name))
     return paths
 
@@ -470,7 +475,7 @@ def plot_speedup(table: pd.DataFrame, ax) -> None:
         ax.plot(pub["multiplier"], pub[col].iloc[0] / pub[col], linestyle="--", marker="s",
                 label=f"seed {col[3:]}, {int(pub['nodes'].iloc[0])} nodes")  # fmt: skip
     ax.set_xlabel("multiplier k (max_threads = k x nodes)")
-    ax.set_ylabel("speedup vs k = 1")
+    ax.set_ylabel("speedup vs k = 1 (ratio of medians)")
     ax.set_title("ours (x: oversubscribed) beside the seed's table")
     ax.legend(fontsize=8)
 
@@ -484,6 +489,6 @@ def plot_per_folio(runs: pd.DataFrame, ax) -> None:
         ax.plot(t["threads"], t["thread_us_per_folio"], linestyle="--", marker="s", label=f"seed {case}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("threads (nworks)")
-    ax.set_ylabel("us per folio per thread")
+    ax.set_ylabel("CPU time per folio per thread (µs)")
     ax.set_title("per-folio thread time grows with threads")
     ax.legend(fontsize=8)

@@ -11,12 +11,15 @@ No seed publishes these figures: ``PUBLISHED`` is empty.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .. import plot
 from .._catalogue import lock_kinds
 from ..config import sized
 from ..machines import machine
@@ -66,7 +69,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         f"worker of one lock_zoo lock, hold {HOLD_NS} ns after writing {LINES} protected lines, think {THINK_NS} ns",
         *winners(table),
     ]
-    return StudyResult(table=table, plots=draw(table, out_dir), data=data, notes=notes)
+    prov = {**data.meta, "quick": quick, "machine": ", ".join(PROFILES)}
+    return StudyResult(table=table, plots=draw(table, out_dir, provenance=prov), data=data, notes=notes)
 
 
 def project(name: str, kinds: list[str], threads: list[int], iterations: int, progress: bool) -> SweepResult:
@@ -134,17 +138,17 @@ def winners(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+def draw(table: pd.DataFrame, out_dir: Path, *, provenance: Mapping[str, Any] | None = None) -> list[Path]:
     """Throughput and fairness (Jain) against CPUs, one panel per (machine, placement), a line per kind (one run
-    per point: virtual runs have no spread to draw), one legend for the figure."""
+    per point: virtual runs have no spread to draw), one legend for the figure, the footer of ``provenance``."""
     kinds = list(dict.fromkeys(table["lock"]))
     colours = dict(zip(kinds, matplotlib.colormaps["tab20"].colors[::2] + matplotlib.colormaps["tab20"].colors[1::2],
                        strict=False))  # fmt: skip
     markers = dict(zip(kinds, "osD^v<>phX*P", strict=False))
     paths = []
-    for value, label, logy, fname in (
-        ("acquisitions_per_s", "acquisitions/s (virtual)", True, "throughput.png"),
-        ("fairness_jain", "Jain's fairness index (1 = fair)", False, "fairness.png"),
+    for value, scale, label, logy, fname in (
+        ("acquisitions_per_s", 1e6, "acquisitions per second (M/s, virtual time)", True, "throughput.png"),
+        ("fairness_jain", 1.0, "Jain's fairness index (1 = fair)", False, "fairness.png"),
     ):
         panels = list(table.groupby(["machine", "placement"], sort=False))
         fig = Figure(figsize=(5.2 * len(PLACEMENTS) + 1.6, 3.6 * len(PROFILES)), layout="constrained")
@@ -152,14 +156,15 @@ def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         for ax, ((name, placement), part) in zip(axes, panels, strict=False):
             for kind, line in part.groupby("lock", sort=False):
                 line = line.sort_values("threads")
-                ax.plot(line["threads"], line[value], marker=markers[kind], color=colours[kind], label=kind)
+                ax.plot(line["threads"], line[value] / scale, marker=markers[kind], color=colours[kind], label=kind)
             ax.set_xscale("log", base=2)
             if logy:
                 ax.set_yscale("log")
             ax.set(title=f"{name}, {placement}", xlabel="virtual CPUs (threads)", ylabel=label)
             ax.grid(alpha=0.3)
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right center", title="lock")
+        fig.legend(handles, labels, loc="outside right center", title="lock (single value, n=1)")
+        plot.footer(fig, provenance)
         path = out_dir / fname
         fig.savefig(path, dpi=120)
         paths.append(path)

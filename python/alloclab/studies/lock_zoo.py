@@ -57,7 +57,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                      quick=quick, iterations=iterations, hold_ns=HOLD_NS, min_time_s=min_time_s, grow=True)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs, kinds)
-    plots = draw(result, out_dir)
+    plots = draw(result, out_dir, quick=quick)
     over = sorted(table.loc[table["oversubscribed"].fillna(False).astype(bool), "threads"].unique().tolist())
     notes = [f"{iterations} acquisitions per worker at first, grown until a run lasts {min_time_s} s; hold "
              f"{HOLD_NS} ns; {repeats} timed repeats (interleaved).",
@@ -95,22 +95,25 @@ def summarize(runs: pd.DataFrame, kinds: list[str]) -> pd.DataFrame:
     return beside(table, PUBLISHED, on=["lock", "threads"])
 
 
-def draw(result: SweepResult, out_dir: Path) -> list[Path]:
+def draw(result: SweepResult, out_dir: Path, *, quick: bool) -> list[Path]:
     """The study's four plots, written as PNGs into ``out_dir``; returns their paths.
 
     Args:
         result: the sweep with its detail tables.
-        out_dir: the folder to write ``scaling.png``, ``fairness_heatmap.png``, ``workers.png`` and
-            ``lockstat.png`` into.
+        out_dir: the folder to write ``scaling.png`` (with the one lock's ceiling 1/hold), ``fairness_heatmap.png``,
+            ``workers.png`` and ``lockstat.png`` into.
+        quick: the study ran in quick mode (the plots' footers say so).
     """
     runs, paths = timed(result.runs), []
+    prov = {**result.meta, "quick": quick}
 
     ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
-    plot.scaling(runs, x="threads", y="acquisitions_per_s", hue="lock", ax=ax, logy=True)
+    plot.scaling(runs, x="threads", y="acquisitions_per_s", hue="lock", ax=ax, logy=True, reference="ceiling",
+                 hold_ns=HOLD_NS, provenance=prov)  # fmt: skip
     paths.append(plot.savefig(ax, out_dir / "scaling.png"))
 
     ax = Figure(figsize=(6.4, 4.2), layout="constrained").subplots()
-    plot.heatmap(runs, x="threads", y="lock", value="fairness_max_min", ax=ax)
+    plot.heatmap(runs, x="threads", y="lock", value="fairness_max_min", ax=ax, provenance=prov)
     paths.append(plot.savefig(ax, out_dir / "fairness_heatmap.png"))
 
     most = int(runs["threads"].max()) if len(runs) else 0
@@ -118,14 +121,15 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
     workers = result.workers[result.workers["run"].isin(runs["run"]) & (result.workers["threads"] == most)]
     if len(workers):
         title = f"completion time per worker, {most} threads"
-        plot.workers(workers, y="elapsed_s", by="lock", ax=ax, annotate=False, title=title)
+        plot.workers(workers, y="elapsed_s", by="lock", ax=ax, annotate=False, title=title, provenance=prov)
         paths.append(plot.savefig(ax, out_dir / "workers.png"))
 
     lock = result.lockstat
     two = lock[lock["threads"] == 2] if len(lock) and "threads" in lock else lock
     if len(two):
         ax = Figure(figsize=(7, 3.5), layout="constrained").subplots()
-        plot.lockstat(two, by="lock", ax=ax, title="lock_stat at 2 threads: wait vs hold (total)")
+        plot.lockstat(two, by="lock", ax=ax, title="lock_stat at 2 threads: wait vs hold (total)",
+                      provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
     return paths
 

@@ -132,7 +132,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     virtual = virtual_runs(sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick))
     result = sweep_orders(counts, threads, repeats, topology, progress, grow=not quick)
     table = summarize(result.runs)
-    plots = draw(result, out_dir)
+    plots = draw(result, out_dir, quick=quick)
     sizing = (
         f" (quick: not grown, so runs shorter than {MIN_TIME_S} s are flagged and compare n.s.)"
         if quick
@@ -333,27 +333,25 @@ def claim(table: pd.DataFrame, quick: bool) -> list[str]:
                          str(rows.loc["after_unlock", "vs_in_lock"]))  # fmt: skip
 
 
-def draw(result: SweepResult, out_dir: Path) -> list[Path]:
+def draw(result: SweepResult, out_dir: Path, *, quick: bool) -> list[Path]:
     """ns per allocation against threads per order (ours as lines, the seed's as crosses) and zone->lock lock_stat.
 
     Args:
         result: the joined sweep with its detail tables.
         out_dir: the folder to write ``order9.png``, ``order0.png`` and ``zone_lock.png`` into.
+        quick: the study ran in quick mode (the plots' footers say so).
     """
     runs, paths = timed(result.runs), []
+    prov = {**result.meta, "quick": quick}
     for order in (9, 0):
         part = runs[runs["order"] == order]
         if not len(part):
             continue
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
-        plot.scaling(part, x="threads", y="ns_per_alloc", hue="check", ax=ax, reference=None, logy=True,
-                     title=f"pcp_refill order {order}: ns per allocation (lines: ours; x: the seed)")  # fmt: skip
         seed = PUBLISHED[(PUBLISHED["order"] == order) & (PUBLISHED["threads"] <= max(int(part["threads"].max()), 2))]
-        colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
-        for check, grp in seed.groupby("check", sort=False):
-            ax.scatter(grp["threads"], grp["ns_per_alloc"], marker="x", color=colors.get(f"check={check}"),
-                       label=f"seed {SEED_NAMES[check]}")  # fmt: skip
-        ax.legend(fontsize="small")
+        plot.scaling(part, x="threads", y="ns_per_alloc", hue="check", ax=ax, reference=None, logy=True,
+                     published=seed, provenance=prov,
+                     title=f"pcp_refill order {order}: time per allocation (lines: ours; x: the seed)")  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / f"order{order}.png"))
     lock = result.lockstat
     if len(lock):
@@ -361,7 +359,7 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
         part = lock[(lock["threads"] == top) & (lock["order"] == 9)]
         if len(part):
             ax = Figure(figsize=(7, 3.5), layout="constrained").subplots()
-            plot.lockstat(part, by="check", classes=["zone->lock"], stat="avg", ax=ax,
+            plot.lockstat(part, by="check", classes=["zone->lock"], stat="avg", ax=ax, provenance=prov,
                           title=f"zone->lock at {top} threads, order 9: average wait vs hold")  # fmt: skip
             paths.append(plot.savefig(ax, out_dir / "zone_lock.png"))
     return paths

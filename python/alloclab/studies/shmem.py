@@ -140,7 +140,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                      pages_per_thread=size["pages_per_thread"])  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
-    plots = draw(result, table, out_dir)
+    plots = draw(result, table, out_dir, quick=quick)
     projected = projection(quick)
     notes = [
         f"host of {Topology.host().pus} PUs; {size['pages_per_thread']} pages per thread (the seed: 65,536 per "
@@ -334,15 +334,16 @@ def reading(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
+def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path, *, quick: bool) -> list[Path]:
     """The study's plots, written as PNGs into ``out_dir``; returns their paths.
 
     ``ratios.png`` (ours vs the seed: time over lock_twice's, disjoint and overlap, at the most threads that are not
     oversubscribed), ``lockstat.png`` (wait vs hold of info->lock, the page-cache lock, lru_lock and zone->lock by
     variant, disjoint), ``overlap.png`` (total time vs threads, overlap) and ``scaling.png`` (faults/s vs threads,
-    disjoint).
+    disjoint); ``quick`` goes into their footers.
     """
     paths: list[Path] = []
+    prov = {**result.meta, "quick": quick}
     ok = timed(result.runs)
     if not len(ok):
         return paths
@@ -363,7 +364,9 @@ def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xticks(x, list(VARIANTS))
         ax.set_title(f"{pattern}: total time / lock_twice")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize="small")
+        ax.set_ylabel("total time / lock_twice's (ratio)")
+        ax.legend(fontsize="small", title="ratio of medians; published: single figures", title_fontsize="small")
+    plot.footer(fig, prov)
     paths.append(plot.savefig(axes[0], out_dir / "ratios.png"))
 
     lock = result.lockstat
@@ -371,7 +374,7 @@ def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
         part = lock[(lock["pattern"] == "disjoint") & (lock["threads"] == threads) & lock["class"].isin(LOCK_CLASSES)]
         if len(part):
             ax = Figure(figsize=(7.5, 5), layout="constrained").subplots()
-            plot.lockstat(part, by="variant", ax=ax, log=True,
+            plot.lockstat(part, by="variant", ax=ax, log=True, provenance=prov,
                           title=f"lock_stat, disjoint, {threads} threads: wait vs hold (total)")  # fmt: skip
             paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
 
@@ -379,13 +382,13 @@ def draw(result: SweepResult, table: pd.DataFrame, out_dir: Path) -> list[Path]:
     if len(over):
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         plot.scaling(over, x="threads", y="elapsed_s", hue="variant", ax=ax, reference=None,
-                     title="overlap (every thread reads the whole file): total time")  # fmt: skip
+                     title="overlap (every thread reads the whole file): total time", provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "overlap.png"))
 
     disjoint = ok[ok["pattern"] == "disjoint"]
     if len(disjoint):
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
         plot.scaling(disjoint, x="threads", y="faults_per_s", hue="variant", ax=ax,
-                     title="disjoint (the seed's test): faults/s")  # fmt: skip
+                     title="disjoint (the seed's test): faults/s", provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "scaling.png"))
     return paths

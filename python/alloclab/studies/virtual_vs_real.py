@@ -10,12 +10,14 @@ these figures, so ``PUBLISHED`` is empty, and a ratio outside the band is report
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .. import plot
 from .._catalogue import WORKER_PARAMS, scenarios
 from .._run import run as run_once
 from ..config import sized
@@ -75,7 +77,9 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     ]
     notes += measurement_notes(*parts)
     meta = {"machine": profile.name, "machine_hash": profile.hash, "tolerance": TOLERANCE}
-    return StudyResult(table=table, plots=[_draw(table, out_dir)], data=join(parts), notes=notes, meta=meta)
+    data = join(parts)
+    prov = {**data.meta, **meta, "quick": quick, "clock": "real and virtual", "costs": "table"}
+    return StudyResult(table=table, plots=[_draw(table, out_dir, prov)], data=data, notes=notes, meta=meta)
 
 
 def _scenario_names() -> list[str]:
@@ -152,9 +156,10 @@ def _calibrated(out_dir: Path) -> Machine:
     return machine(path)
 
 
-def _draw(table: pd.DataFrame, out_dir: Path) -> Path:
-    """Virtual / real per scenario and worker count, with the +-25 % band (grey: n.s., the real side unusable)."""
-    fig = Figure(figsize=(7, 0.35 * len(table) + 1.5))
+def _draw(table: pd.DataFrame, out_dir: Path, provenance: Mapping[str, Any]) -> Path:
+    """Virtual / real per scenario and worker count, with the +-25 % band (grey: n.s., the real side unusable), and
+    the footer of ``provenance``."""
+    fig = Figure(figsize=(7, 0.35 * len(table) + 1.5), layout="constrained")
     ax = fig.subplots()
     labels = [f"{r.scenario} x{r.workers}" for r in table.itertuples()]
     colour = {"within": "tab:green", "miss": "tab:red", "n.s.": "0.6"}
@@ -163,7 +168,7 @@ def _draw(table: pd.DataFrame, out_dir: Path) -> Path:
     ax.axvline(1, color="k", lw=0.8)
     ax.set_xlabel("virtual elapsed / real median (host profile, table costs)")
     ax.invert_yaxis()
-    fig.tight_layout()
+    plot.footer(fig, provenance)
     path = out_dir / "virtual_vs_real.png"
     fig.savefig(path, dpi=120)
     return path

@@ -138,7 +138,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                      ops=ops, lazy_max_pages=lazy_max_pages)  # fmt: skip
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
-    plots = draw(result, out_dir)
+    plots = draw(result, out_dir, quick=quick)
     notes = [
         f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, costs='table', one run per point "
         "(deterministic): " + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
@@ -329,11 +329,12 @@ def claim(table: pd.DataFrame, quick: bool) -> list[str]:
     return lines
 
 
-def draw(result: SweepResult, out_dir: Path) -> list[Path]:
+def draw(result: SweepResult, out_dir: Path, *, quick: bool) -> list[Path]:
     """``once_vs_twice.png`` (the ratio per shape, threads and bounce), ``scaling.png`` (ops/s per variant) and
     ``lockstat.png`` (busy and free locks at the most threads), the last two for the seed's operation; returns
-    their paths."""
+    their paths. ``quick`` goes into their footers."""
     paths: list[Path] = []
+    prov = {**result.meta, "quick": quick}
     runs = with_shape(timed(result.runs))
     table = summarize(result.runs)
 
@@ -353,13 +354,14 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
         ax.set_ylabel("ops/s once / twice (%, medians)")
         ax.set_title("vmalloc_stress: busy lock once vs twice (seed: v6.7 105.5 %, v6.9+ 100.6 % at 160 vCPUs)")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="small", title="ratio of medians", title_fontsize="small")
+        plot.footer(ax.figure, prov)
         paths.append(plot.savefig(ax, out_dir / "once_vs_twice.png"))
 
     ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
     plain = runs[(runs["bounce_ns"] == 0) & (runs["pattern"] == SEED_PATTERN)]
     plot.scaling(plain, x="threads", y="ops_per_s", hue="variant", ax=ax,
-                 title=f"vmalloc_stress {SEED_PATTERN} ops/s, bounce 0 ns")  # fmt: skip
+                 title=f"vmalloc_stress {SEED_PATTERN} ops/s, bounce 0 ns", provenance=prov)  # fmt: skip
     paths.append(plot.savefig(ax, out_dir / "scaling.png"))
 
     lock = result.lockstat
@@ -370,6 +372,7 @@ def draw(result: SweepResult, out_dir: Path) -> list[Path]:
         classes = ["vmap_area_lock", "vn->busy.lock", "free_vmap_area_lock", "vn->pool_lock", "purge_vmap_area_lock",
                    "vn->lazy.lock"]  # fmt: skip
         ax = Figure(figsize=(7, 4.5), layout="constrained").subplots()
-        plot.lockstat(most, by="variant", classes=classes, ax=ax, title="lock_stat, most threads: wait vs hold")
+        plot.lockstat(most, by="variant", classes=classes, ax=ax, title="lock_stat, most threads: wait vs hold",
+                      provenance=prov)  # fmt: skip
         paths.append(plot.savefig(ax, out_dir / "lockstat.png"))
     return paths
