@@ -8,11 +8,11 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <memory>
 #include <string>
 
 #include "alloclab/locks/lock.hpp"
 #include "peers/ck_peers.h"
+#include "shared_lock.hpp"
 
 using namespace alloclab;
 
@@ -33,26 +33,9 @@ bool pin(int pu) {
   return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
-// One shared lock of each side, built by thread 0 before the threads start their loops.
-struct Ours {
-  std::unique_ptr<LockDomain> dom;
-  std::unique_ptr<Lock> lock;
-};
-
-void BM_Ours(benchmark::State& state, LockKind kind, Ours* shared) {
+void BM_Ours(benchmark::State& state, LockKind kind, bench::SharedLock* shared) {
   if (!pin(state.thread_index())) return state.SkipWithError("needs host PUs 0 and 1");
-  if (state.thread_index() == 0) {
-    LockConfig cfg;
-    cfg.set("zone->lock", std::string(to_string(kind)));
-    shared->dom = std::make_unique<LockDomain>(cfg, false, false);
-    shared->lock = std::make_unique<Lock>(*shared->dom, "zone->lock");
-  }
-  for (auto _ : state) {
-    LockToken t;
-    shared->lock->lock(t);
-    benchmark::ClobberMemory();
-    shared->lock->unlock(t);
-  }
+  bench::hammer(state, kind, shared);
 }
 
 void BM_Ck(benchmark::State& state, ck_peer_kind kind, ck_peer_lock* lock) {
@@ -67,7 +50,7 @@ void BM_Ck(benchmark::State& state, ck_peer_kind kind, ck_peer_lock* lock) {
 }
 
 const int registered = [] {
-  static Ours ours[std::size(kPairs)][2];
+  static bench::SharedLock ours[std::size(kPairs)][2];
   static ck_peer_lock ck[std::size(kPairs)][2];
   for (size_t i = 0; i < std::size(kPairs); ++i) {
     const std::string name(to_string(kPairs[i].ours));

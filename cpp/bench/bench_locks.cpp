@@ -4,10 +4,10 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
-#include <memory>
 #include <vector>
 
 #include "alloclab/locks/lock.hpp"
+#include "shared_lock.hpp"
 
 using namespace alloclab;
 
@@ -43,28 +43,12 @@ void BM_Uncontended(benchmark::State& state, LockKind kind, bool lockstat) {
 }
 
 // Two threads on one lock: hand-off cost between the host's CPUs (a throughput figure, not a goal).
-struct Shared {
-  std::unique_ptr<LockDomain> dom;
-  std::unique_ptr<Lock> lock;
-};
-
-void BM_Contended(benchmark::State& state, LockKind kind, Shared* shared) {
-  if (state.thread_index() == 0) {
-    LockConfig cfg;
-    cfg.set("zone->lock", std::string(to_string(kind)));
-    shared->dom = std::make_unique<LockDomain>(cfg, false, false);
-    shared->lock = std::make_unique<Lock>(*shared->dom, "zone->lock");
-  }
-  for (auto _ : state) {
-    LockToken t;
-    shared->lock->lock(t);
-    benchmark::ClobberMemory();
-    shared->lock->unlock(t);
-  }
+void BM_Contended(benchmark::State& state, LockKind kind, bench::SharedLock* shared) {
+  bench::hammer(state, kind, shared);
 }
 
 const int registered = [] {
-  static std::vector<Shared> shared_slots(lock_kinds().size());
+  static std::vector<bench::SharedLock> shared_slots(lock_kinds().size());
   int i = 0;
   for (const auto& k : lock_kinds()) {
     const std::string name(k.name);
