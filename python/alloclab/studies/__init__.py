@@ -41,7 +41,9 @@ How a study measures (the rules every study here follows)
   at reduced size with ``costs="table"`` (deterministic: one run per point). A quick result that points against the
   seed's claim says so loudly (:func:`against_claim`).
 
-The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.csv``, ``published.csv``, the raw
+The framework (:func:`reproduce`) makes ``out_dir`` and shows a progress bar per study (:func:`study_bar`), then
+writes ``table.csv``, ``projected_<name>.csv`` and their figure ``projected.png`` (:func:`draw_projected`, the
+first plot), ``published.csv``, the raw
 data (``data.csv`` and, for a ``SweepResult``, ``workers.csv``/``lockstat.csv``) and ``meta.json`` with the
 full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list.
 ``studies/lock_zoo.py`` is the model to copy.
@@ -52,9 +54,11 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,8 +88,10 @@ __all__ = [
     "find",
     "format_error",
     "new_run_dir",
+    "draw_projected",
     "projected",
     "reproduce",
+    "study_bar",
 ]
 
 
@@ -342,13 +348,16 @@ def reproduce(
         study = find(study)
     out_dir = new_run_dir(out, study.name)
     t0 = time.monotonic()
-    result = study.run(quick, out_dir, progress)
+    with study_bar(study, quick, enabled=progress):
+        result = study.run(quick, out_dir, progress)
     elapsed = time.monotonic() - t0
     if not isinstance(result, StudyResult):
         raise TypeError(f"study {study.name}: run() returned {type(result).__name__}, not StudyResult")
     result.table.to_csv(out_dir / "table.csv", index=False)
     for name, table in result.projected.items():
         table.to_csv(out_dir / f"projected_{name}.csv", index=False)
+    if result.projected:
+        result.plots.insert(0, draw_projected(study, result, out_dir))
     if len(study.published):
         study.published.to_csv(out_dir / "published.csv", index=False)
     plots = [Path(p) for p in result.plots]
@@ -363,6 +372,7 @@ def reproduce(
             "table": "table.csv",
             "published": "published.csv" if len(study.published) else None,
             "plots": [p.name if p.parent == out_dir else str(p) for p in plots],
+            "projected": {name: f"projected_{name}.csv" for name in result.projected},
             "notes": list(result.notes),
         },
         **result.meta,
@@ -371,6 +381,62 @@ def reproduce(
     results.save(data, out_dir, meta=info, format="csv")
     files = sorted(p for p in out_dir.iterdir() if p.is_file())
     return StudyRun(study=study, result=result, out_dir=out_dir, files=files, elapsed_s=elapsed)
+
+
+#: The file :func:`reproduce` draws the projected tables into (:func:`alloclab.plot.projected`).
+PROJECTED_PLOT = "projected.png"
+
+
+def draw_projected(study: Study, result: StudyResult, out_dir: Path) -> Path:
+    """Draw ``result.projected`` (published and virtual as lines, real as points) into ``out_dir``; returns the
+    path (:data:`PROJECTED_PLOT`)."""
+    from .. import plot
+
+    fig = plot.projected(result, title=f"{study.name}: the seed's claim, published | virtual | real")
+    path = out_dir / PROJECTED_PLOT
+    fig.savefig(path, dpi=110)
+    return path
+
+
+@contextmanager
+def study_bar(study: Study, quick: bool, *, enabled: bool) -> Iterator[None]:
+    """A progress bar for one study while the block runs: its wall time against the study's ``ESTIMATED_S`` for the
+    mode (a time bar, not a count of runs: a study's runs differ in length by orders of magnitude; its sweeps show
+    their own run bars beneath). Without an estimate the bar counts seconds. Nothing when not ``enabled``.
+
+    Args:
+        study: the study.
+        quick: the mode whose estimate is the bar's total.
+        enabled: draw the bar (``reproduce``'s ``progress``).
+    """
+    if not enabled:
+        yield
+        return
+    from tqdm.auto import tqdm
+
+    total = study.estimated_s.get("quick" if quick else "full")
+    label = "estimated" if total else "no estimate"
+    bar = tqdm(total=float(total) if total else None, desc=f"{study.name} ({label})", unit="s", dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} of ~{total:.0f} s" if total else None,
+               leave=True)  # fmt: skip
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            elapsed = time.monotonic() - t0
+            bar.n = min(elapsed, 0.99 * total) if total else round(elapsed)
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, name=f"bar-{study.name}", daemon=True)
+    ticker.start()
+    try:
+        yield
+        bar.n = total if total else round(time.monotonic() - t0)
+    finally:
+        done.set()
+        ticker.join()
+        bar.close()
 
 
 def _study_of(module: ModuleType) -> Study:
