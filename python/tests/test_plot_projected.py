@@ -144,3 +144,18 @@ def test_reproduce_writes_the_projected_figure_first_and_the_report_shows_it_wit
     page = report.build(out).read_text(encoding="utf-8")
     assert "The seed's claim, <b>speedup</b>" in page and page.count("<img ") == 1
     assert page.index("<b>speedup</b>") < page.index("real_note") < page.index("<img ")  # the claim's table, its figure
+
+
+def test_each_study_gets_a_progress_bar_against_its_estimate_only_when_asked(fake_study, capsys):
+    study = studies.find("fake_projected")
+    with studies.study_bar(study, quick=True, enabled=False):
+        pass
+    assert capsys.readouterr().err == ""
+    with studies.study_bar(study, quick=True, enabled=True):
+        pass
+    assert "fake_projected (no estimate)" in capsys.readouterr().err  # no ESTIMATED_S: the bar counts seconds
+    timed = studies.Study(**{**study.__dict__, "estimated_s": {"quick": 3.0, "full": None}})
+    with studies.study_bar(timed, quick=True, enabled=True):
+        pass
+    err = capsys.readouterr().err
+    assert "fake_projected (estimated): 100%" in err and "of ~3 s" in err  # done: the bar is full
