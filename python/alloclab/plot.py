@@ -563,7 +563,8 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
         ax.set_xticks(range(len(cats)), [str(c) for c in cats])
     else:
         distinct = np.unique(table[x].to_numpy(dtype=float))
-        if 0 < len(distinct) <= 12:
+        crowded = len(distinct) > 1 and np.diff(distinct).min() < 0.03 * (distinct[-1] - distinct[0])
+        if 0 < len(distinct) <= 12 and not crowded:  # 1, 2 and 64 threads: the default ticks read better
             ax.set_xticks(distinct, [f"{v:g}" for v in distinct])
     ax.set_xlabel(x)
     ax.set_ylabel(figure)
