@@ -462,7 +462,7 @@ def projected(
         raise ValueError(f"tables: {unknown or names!r} not among the projected tables ({', '.join(named) or 'none'})")
     rows = [_projected_layout(n, named[n], x.get(n) if isinstance(x, dict) else x) for n in names]
     cols = max(len(r[3]) for r in rows)
-    fig = Figure(figsize=(4.6 * cols, 3.9 * len(rows)), layout="constrained")
+    fig = Figure(figsize=(max(7.0, 4.6 * cols), 3.9 * len(rows)), layout="constrained")  # wide enough for the title
     grid = fig.subplots(len(rows), cols, squeeze=False)
     for (name, table, (xcol, hues), figures), axes in zip(rows, grid, strict=True):
         for ax, figure in zip(axes, figures, strict=False):
