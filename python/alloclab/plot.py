@@ -10,6 +10,7 @@ when ``ax`` is None), returns it, and never calls ``show()``; save with ``ax.fig
 * :func:`lockstat_compare` — the model's lock_stat beside a real kernel's (contentions, wait time);
 * :func:`footer` — the provenance line every figure carries (host, model machine or topology, clock, repeats,
   quick or full, git sha).
+* :func:`projected` — a seed study's claim: published and virtual as lines, real as points (a Figure).
 
 seaborn does the statistics: repeated runs are reduced to their median with the interquartile range as the interval
 (``estimator="median", errorbar=("pi", 50)``), and the legend names the interval and the number of runs per point;
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from . import config
 from ._run import RunResult
 from .sweep import SweepResult
 
-__all__ = ["footer", "heatmap", "lockstat", "lockstat_compare", "savefig", "scaling", "workers"]
+__all__ = ["footer", "heatmap", "lockstat", "lockstat_compare", "projected", "savefig", "scaling", "workers"]
 
 _OVERSUB_LABEL = "oversubscribed (workers > host PUs)"
 #: The interval every statistical plot draws around a median: seaborn's percentile interval of width 50 (the IQR).
@@ -683,3 +685,158 @@ def _footer_text(prov: Mapping[str, Any]) -> str:
         f"git {str(sha)[:10] if sha else '?'}{' (dirty)' if prov.get('git_dirty') else ''}",
     ]
     return " · ".join(facts)
+
+
+def projected(
+    study_result: Any,
+    *,
+    tables: Sequence[str] | None = None,
+    x: str | dict[str, str] | None = None,
+    title: str | None = None,
+    provenance: Mapping[str, Any] | RunResult | SweepResult | None = None,
+) -> Any:
+    """A seed study's claim on one figure: published and virtual as lines over the study's x, real as points.
+
+    One row of panels per projected table (see :func:`alloclab.studies.projected`), one panel per numeric figure of
+    the table, the seed's ratio first (a figure named ``*_over_*``, ``*_vs_*``, ``ratio*``, ``speedup*`` or
+    ``saved*`` is a claim panel: its title says ``claim:`` and a ratio gets a line at 1). A real cell that is a
+    comparison's finding (``"0.394x (p=0.0079)"``) is drawn as its ratio; ``n.s.``, ``baseline`` and missing cells
+    are not drawn, and each panel says how many real configurations it drew, left n.s. and could not run here.
+
+    Args:
+        study_result: a ``StudyResult`` or ``StudyRun`` (its ``projected`` tables), a dict name -> table, or one
+            table.
+        tables: the names of the tables to draw, in this order (default: all).
+        x: the x column (every table), or a dict table name -> x column (default per table: its last numeric key
+            column, e.g. ``threads``, ``vcpus``, ``multiplier``; a table without one gets its first key as
+            categories, e.g. ``machine``). The other key columns give a colour each (e.g. ``order``).
+        title: the figure's title (default: the study's name when ``study_result`` knows it).
+        provenance: what the runs behind the virtual and real cells were (see :func:`footer`); their footer line
+            (``?`` for every fact when None).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (not registered with pyplot: nothing to close). Its lines are labelled
+        ``published``, ``virtual`` and ``real`` (with the colour's key, e.g. ``virtual order=9``).
+
+    Raises:
+        ValueError: no projected table, an unknown table name or x column, or a table without a numeric figure.
+    """
+    from matplotlib.figure import Figure
+
+    named = _projected_tables(study_result)
+    names = list(named) if tables is None else list(tables)
+    unknown = [n for n in names if n not in named]
+    if unknown or not names:
+        raise ValueError(f"tables: {unknown or names!r} not among the projected tables ({', '.join(named) or 'none'})")
+    rows = [_projected_layout(n, named[n], x.get(n) if isinstance(x, dict) else x) for n in names]
+    cols = max(len(r[3]) for r in rows)
+    fig = Figure(figsize=(max(7.0, 4.6 * cols), 3.9 * len(rows)), layout="constrained")  # wide enough for the title
+    grid = fig.subplots(len(rows), cols, squeeze=False)
+    for (name, table, (xcol, hues), figures), axes in zip(rows, grid, strict=True):
+        for ax, figure in zip(axes, figures, strict=False):
+            _projected_panel(ax, table, name, xcol, hues, figure)
+        for ax in axes[len(figures) :]:
+            ax.set_visible(False)
+    study = getattr(getattr(study_result, "study", None), "name", None)
+    fig.suptitle(title if title is not None else f"{study + ': ' if study else ''}published | virtual | real")
+    footer(fig, provenance, add=True)
+    return fig
+
+
+#: How each source of a projected table is drawn: published and virtual as lines, real as points only.
+_SOURCE_STYLE = {
+    "published": {"linestyle": "-", "marker": "s", "markerfacecolor": "none"},
+    "virtual": {"linestyle": "--", "marker": "o"},
+    "real": {"linestyle": "none", "marker": "D", "markersize": 8},
+}
+#: Figure names that carry the seed's claim (a ratio or a share), drawn first.
+_CLAIM_WORDS = ("_over_", "_vs_", "ratio", "speedup", "saved")
+_FINDING = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)x\b")
+
+
+def _projected_tables(obj: Any) -> dict[str, pd.DataFrame]:
+    """The projected tables of a StudyRun, a StudyResult, a dict of tables or one table."""
+    if isinstance(obj, pd.DataFrame):
+        return {"projected": obj}
+    if hasattr(obj, "result"):
+        obj = obj.result
+    tables = getattr(obj, "projected", obj)
+    if not isinstance(tables, dict) or not all(isinstance(t, pd.DataFrame) for t in tables.values()):
+        raise ValueError(f"study_result: expected a StudyResult, StudyRun or projected table(s), got {type(obj)}")
+    return dict(tables)
+
+
+def _projected_layout(name: str, table: pd.DataFrame, x: str | None) -> tuple:
+    """``(name, table, (x, hue keys), figures)`` of one projected table; claim figures first."""
+    sources = ("published", "virtual", "real")
+    figures = [c[len("published_") :] for c in table.columns if c.startswith("published_")]
+    figures = [f for f in figures if all(f"{s}_{f}" in table for s in sources)]
+    keys = [c for c in table.columns if c != "real_note" and not any(c == f"{s}_{f}" for s in sources for f in figures)]
+    numeric = [f for f in figures if any(_as_numbers(table[f"{s}_{f}"]).notna().any() for s in sources)]
+    if not keys or not numeric:
+        raise ValueError(f"{name}: a projected table needs key columns and a numeric figure (columns: "
+                         f"{', '.join(map(str, table.columns))})")  # fmt: skip
+    if x is None:
+        numeric_keys = [k for k in keys if pd.api.types.is_numeric_dtype(table[k])]
+        x = numeric_keys[-1] if numeric_keys else keys[0]
+    if x not in keys:
+        raise ValueError(f"x: {x!r} is not a key column of {name} (keys: {', '.join(keys)})")
+    claims = [f for f in numeric if any(w in f for w in _CLAIM_WORDS)]
+    return name, table, (x, [k for k in keys if k != x]), claims + [f for f in numeric if f not in claims]
+
+
+def _as_numbers(column: pd.Series) -> pd.Series:
+    """Numbers of a figure column; a finding's ratio (``"0.394x (p=...)"``) is its number, other text is NaN."""
+    if pd.api.types.is_numeric_dtype(column):
+        return column.astype(float)
+
+    def one(v: Any) -> float:
+        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
+            return float(v)
+        m = _FINDING.match(v) if isinstance(v, str) else None
+        return float(m.group(1)) if m else float("nan")
+
+    return column.map(one).astype(float)
+
+
+def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list[str], figure: str) -> None:
+    """One figure of one projected table: a line per source and hue (real: points), then the real cells' tally."""
+    categorical = not pd.api.types.is_numeric_dtype(table[x])
+    cats = _unique(table[x]) if categorical else []
+    groups = [((), table)] if not hues else list(table.groupby(hues, sort=True))
+    colors = [f"C{i}" for i in range(len(groups))]
+    for (value, part), color in zip(groups, colors, strict=True):
+        value = value if isinstance(value, tuple) else (value,)
+        hue = " ".join(f"{k}={v}" for k, v in zip(hues, value, strict=True))
+        part = part.sort_values(x)
+        xs = np.array([cats.index(v) for v in part[x]], dtype=float) if categorical else part[x].to_numpy(float)
+        for source, style in _SOURCE_STYLE.items():
+            ys = _as_numbers(part[f"{source}_{figure}"]).to_numpy()
+            keep = np.isfinite(ys)
+            if keep.any():
+                style = {**style, "linestyle": "none"} if categorical else style
+                ax.plot(xs[keep], ys[keep], color=color, label=f"{source} {hue}".strip(), **style)
+    real = _as_numbers(table[f"real_{figure}"])
+    text = table[f"real_{figure}"].astype(str)
+    not_run = int(table["real_note"].astype(str).str.startswith("not run").sum()) if "real_note" in table else 0
+    ns = int(text.str.startswith("n.s.").sum())
+    ax.text(0.01, 0.01, f"real: {int(real.notna().sum())} drawn, {ns} n.s. (not drawn), {not_run} not run here",
+            transform=ax.transAxes, fontsize="x-small", color="0.35", va="bottom")  # fmt: skip
+    claim = any(w in figure for w in _CLAIM_WORDS)
+    if claim and not figure.startswith("saved"):
+        ax.axhline(1.0, color="black", linewidth=0.7, alpha=0.6)
+    finite = pd.concat([_as_numbers(table[f"{s}_{figure}"]) for s in _SOURCE_STYLE]).dropna()
+    if not claim and len(finite) and finite.min() > 0 and finite.max() / finite.min() > 30:
+        ax.set_yscale("log")
+    if categorical:
+        ax.set_xticks(range(len(cats)), [str(c) for c in cats])
+    else:
+        distinct = np.unique(table[x].to_numpy(dtype=float))
+        crowded = len(distinct) > 1 and np.diff(distinct).min() < 0.03 * (distinct[-1] - distinct[0])
+        if 0 < len(distinct) <= 12 and not crowded:  # 1, 2 and 64 threads: the default ticks read better
+            ax.set_xticks(distinct, [f"{v:g}" for v in distinct])
+    ax.set_xlabel(x)
+    ax.set_ylabel(figure)
+    ax.set_title(f"{name}: {'claim: ' if claim else ''}{figure}", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small")

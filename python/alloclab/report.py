@@ -2,7 +2,8 @@
 
 ``alloclab reproduce`` writes ``index.html`` into its results root after the studies ran; ``alloclab report DIR``
 rebuilds it from what ``DIR`` holds. One section per study (its newest ``DIR/<study>/<stamp>/``): title, seed, quick
-or full, when, how long, on which host and commit; the study's table as the CLI prints it (ours beside the published
+or full, when, how long, on which host and commit; the seed's claim as published | virtual | real (the
+``projected_<name>.parquet`` tables) with its figure; the study's table as the CLI prints it (ours beside the published
 figures, with the verdict and significance columns, "n.s." where a difference is not a finding); the seed's own
 table; the notes; and the plots, embedded as ``data:`` URIs so that the page is one self-contained file (mail it,
 open it from a USB stick). A few lines of script mark on ``<body>`` how many images decoded
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _tables
+
+from .studies import PROJECTED_PLOT
 
 __all__ = ["build", "latest_runs"]
 
@@ -123,15 +126,23 @@ def _section(run: Path) -> str:
     parts = [
         f"<h2 id='{html.escape(name)}'>{html.escape(name)}: {html.escape(str(study.get('title', '')))}</h2>",
         f"<p class='meta'>{html.escape(' · '.join(facts))} · <code>{html.escape(str(run))}</code></p>",
-        _table(run / str(study.get("table") or "table.parquet")),
     ]
+    plots = [str(p) for p in study.get("plots") or []]
+    claims = study.get("projected") or {}
+    for claim, csv in claims.items():
+        parts += [f"<p>The seed's claim, <b>{html.escape(str(claim))}</b>: published | virtual (the seed's machine) | "
+                  "real (this host):</p>", _table(run / str(csv))]  # fmt: skip
+    if claims and PROJECTED_PLOT in plots:  # the claim's figure beside its tables, not among the other plots
+        plots.remove(PROJECTED_PLOT)
+        parts.append(_image(run / PROJECTED_PLOT))
+    parts.append(_table(run / str(study.get("table") or "table.parquet")))
     if study.get("published"):
         parts += ["<p>Published by the seed:</p>", _table(run / str(study["published"]))]
     notes = study.get("notes") or []
     if notes:
         parts.append("<ul class='notes'>" + "".join(f"<li>{html.escape(str(n))}</li>" for n in notes) + "</ul>")
-    for plot in study.get("plots") or []:
-        parts.append(_image(run / str(plot)))
+    for plot in plots:
+        parts.append(_image(run / plot))
     return "<section>\n" + "\n".join(parts) + "\n</section>"
 
 

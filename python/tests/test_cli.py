@@ -281,6 +281,9 @@ def test_reproduce_all_quick_writes_tables_and_plots(tmp_path):
         meta = al.results.load(stamp).meta
         assert meta["study"]["name"] == name and meta["study"]["quick"] is True
         assert sorted(meta["study"]["plots"]) == sorted(p.name for p in pngs)
+        if found[name].seed:  # a seed study: its claim as published | virtual | real, tables and figure first
+            assert meta["study"]["projected"] and meta["study"]["plots"][0] == "projected.png"
+            assert {f"projected_{t}.parquet" for t in meta["study"]["projected"]} <= files
     # lock_zoo: 5 kinds x 3 thread counts, 4 threads marked oversubscribed on a machine with fewer PUs
     assert "published_acquisitions_per_s" in out.stdout
 

@@ -41,10 +41,12 @@ How a study measures (the rules every study here follows)
   at reduced size with ``costs="table"`` (deterministic: one run per point). A quick result that points against the
   seed's claim says so loudly (:func:`against_claim`).
 
-The framework (:func:`reproduce`) makes ``out_dir``, then writes ``table.parquet``, ``published.parquet``, the raw
-data (``data.parquet`` and, for a ``SweepResult``, ``workers.parquet``/``lockstat.parquet``) and ``meta.json`` with
-the full provenance (:func:`alloclab.results.save`) plus the study's name, seed, quick flag and plot list; with
-``csv=True``, CSV copies of every table in ``out_dir/csv/``.
+The framework (:func:`reproduce`) makes ``out_dir`` and shows a progress bar per study (:func:`study_bar`), then
+writes ``table.parquet``, ``projected_<name>.parquet`` and their figure ``projected.png`` (:func:`draw_projected`,
+the first plot), ``published.parquet``, the raw data (``data.parquet`` and, for a ``SweepResult``,
+``workers.parquet``/``lockstat.parquet``) and ``meta.json`` with the full provenance (:func:`alloclab.results.save`)
+plus the study's name, seed, quick flag and plot list; with ``csv=True``, CSV copies of every table in
+``out_dir/csv/``.
 ``studies/lock_zoo.py`` is the model to copy.
 """
 
@@ -53,9 +55,11 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,8 +89,10 @@ __all__ = [
     "find",
     "format_error",
     "new_run_dir",
+    "draw_projected",
     "projected",
     "reproduce",
+    "study_bar",
 ]
 
 
@@ -249,7 +255,7 @@ def beside(
 
     Returns:
         ``ours`` (same rows, same order) plus one ``<prefix><column>`` column per published figure; NaN where the
-        seed has no figure for that key. The provenance columns (:data:`SOURCE_COLUMNS`) stay in ``published.csv``.
+        seed has no figure for that key. The provenance columns (:data:`SOURCE_COLUMNS`) stay in ``published.parquet``.
     """
     on = list(on)
     figures = [c for c in published.columns if c not in on and c not in SOURCE_COLUMNS]
@@ -344,11 +350,14 @@ def reproduce(
         study = find(study)
     out_dir = new_run_dir(out, study.name)
     t0 = time.monotonic()
-    result = study.run(quick, out_dir, progress)
+    with study_bar(study, quick, enabled=progress):
+        result = study.run(quick, out_dir, progress)
     elapsed = time.monotonic() - t0
     if not isinstance(result, StudyResult):
         raise TypeError(f"study {study.name}: run() returned {type(result).__name__}, not StudyResult")
     tables = {"table": result.table, **{f"projected_{n}": t for n, t in result.projected.items()}}
+    if result.projected:
+        result.plots.insert(0, draw_projected(study, result, out_dir, quick=quick))
     if len(study.published):
         tables["published"] = study.published
     for name, table in tables.items():
@@ -365,6 +374,7 @@ def reproduce(
             "table": "table.parquet",
             "published": "published.parquet" if len(study.published) else None,
             "plots": [p.name if p.parent == out_dir else str(p) for p in plots],
+            "projected": {name: f"projected_{name}.parquet" for name in result.projected},
             "notes": list(result.notes),
         },
         **result.meta,
@@ -375,6 +385,65 @@ def reproduce(
         _tables.export_csv(((p.stem, _tables.read(p)) for p in sorted(out_dir.glob("*.parquet"))), out_dir)
     files = sorted(p for p in out_dir.iterdir() if p.is_file())
     return StudyRun(study=study, result=result, out_dir=out_dir, files=files, elapsed_s=elapsed)
+
+
+#: The file :func:`reproduce` draws the projected tables into (:func:`alloclab.plot.projected`).
+PROJECTED_PLOT = "projected.png"
+
+
+def draw_projected(study: Study, result: StudyResult, out_dir: Path, *, quick: bool) -> Path:
+    """Draw ``result.projected`` (published and virtual as lines, real as points) into ``out_dir``, with the footer
+    of the study's runs; returns the path (:data:`PROJECTED_PLOT`)."""
+    from .. import plot
+    from ..sweep import SweepResult
+
+    runs = result.data.meta if isinstance(result.data, SweepResult) else {}
+    fig = plot.projected(result, title=f"{study.name}: the seed's claim, published | virtual | real",
+                         provenance={**runs, "quick": bool(quick)})  # fmt: skip
+    path = out_dir / PROJECTED_PLOT
+    fig.savefig(path, dpi=110)
+    return path
+
+
+@contextmanager
+def study_bar(study: Study, quick: bool, *, enabled: bool) -> Iterator[None]:
+    """A progress bar for one study while the block runs: its wall time against the study's ``ESTIMATED_S`` for the
+    mode (a time bar, not a count of runs: a study's runs differ in length by orders of magnitude; its sweeps show
+    their own run bars beneath). Without an estimate the bar counts seconds. Nothing when not ``enabled``.
+
+    Args:
+        study: the study.
+        quick: the mode whose estimate is the bar's total.
+        enabled: draw the bar (``reproduce``'s ``progress``).
+    """
+    if not enabled:
+        yield
+        return
+    from tqdm.auto import tqdm
+
+    total = study.estimated_s.get("quick" if quick else "full")
+    label = "estimated" if total else "no estimate"
+    bar = tqdm(total=float(total) if total else None, desc=f"{study.name} ({label})", unit="s", dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} of ~{total:.0f} s" if total else None,
+               leave=True)  # fmt: skip
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            elapsed = time.monotonic() - t0
+            bar.n = min(elapsed, 0.99 * total) if total else round(elapsed)
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, name=f"bar-{study.name}", daemon=True)
+    ticker.start()
+    try:
+        yield
+        bar.n = total if total else round(time.monotonic() - t0)
+    finally:
+        done.set()
+        ticker.join()
+        bar.close()
 
 
 def _study_of(module: ModuleType) -> Study:
