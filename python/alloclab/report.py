@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from . import _tables
-
 from .studies import PROJECTED_PLOT
 
 __all__ = ["build", "latest_runs"]
