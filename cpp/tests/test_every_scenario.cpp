@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 
@@ -66,9 +67,13 @@ TEST_P(EveryScenarioEveryKind, RunsWithTwoWorkersAndItsChecksHold) {
   EXPECT_GT(ops, 0u);
   // The runner raised if lock_stat disagreed with a formula; every scenario but page_alloc (which promises no
   // exact counts: its rand pattern crosses pcp->high at seed-dependent times) has formulas, so says so.
+  // Each summary figure once (Python reads the summary as a mapping: a second emission would silently win).
   bool exact = false;
-  for (const auto& [key, value] : r.summary)
+  std::set<std::string> keys;
+  for (const auto& [key, value] : r.summary) {
+    EXPECT_TRUE(keys.insert(key).second) << name << " emits " << key << " twice";
     if (key == "lock_counts_exact") exact = std::holds_alternative<bool>(value) && std::get<bool>(value);
+  }
   EXPECT_EQ(exact, name != "page_alloc") << name;
   if (clock == ClockKind::virtual_time) {
     EXPECT_GT(r.elapsed_s, 0.0);

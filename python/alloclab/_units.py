@@ -168,7 +168,6 @@ SUMMARY: dict[str, tuple[Metric, ...]] = {
         ("folio_order", "count", "the folios' order (9: 2 MiB, 18: 1 GiB)"),
         ("folio_kib", "KiB", "one folio's size"),
         ("hugetlb_lock_mode", "text", "how hugetlb_lock is taken per folio"),
-        # (zone_lock_acquisitions: also its lock count's figure, declared by LOCK_EXPECTATIONS: one column)
         ("zone_lock_per_folio", "ratio", "zone->lock acquisitions per folio (NaN: lock_stat off)"),
         ("node_attempts", "count", "per-node allocation attempts of all workers"),
         ("thread_us_per_folio", "us", "the seed's figure: threads x elapsed / folios"),
@@ -304,7 +303,11 @@ def lock_count_metrics(scenario: str) -> list[Metric]:
     for key, cls in LOCK_EXPECTATIONS[scenario].items():
         out += [
             (f"{key}_acquisitions", "count", f"lock_stat: acquisitions of {cls} (None: lock_stat off)"),
-            (f"{key}_expected", "count", f"acquisitions of {cls} the scenario's formula gives for this run"),
-            (f"{key}_formula", "text", "that formula with this run's numbers"),
+            (
+                f"{key}_expected",
+                "count",
+                f"acquisitions of {cls} the scenario's formula gives for this run (None: no formula)",
+            ),
+            (f"{key}_formula", "text", "that formula with this run's numbers, or why there is none"),
         ]
     return out

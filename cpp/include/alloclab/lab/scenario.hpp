@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -215,9 +216,11 @@ class WorkerCtx {
 
 // One lock class's acquisitions as the scenario's formula gives them for the run that happened.
 struct LockExpectation {
-  std::string key;      // names the summary columns: <key>_acquisitions, <key>_expected, <key>_formula
-  std::string cls;      // the lock class, e.g. "zone->lock"
-  uint64_t expected;    // what lock_stat must count
+  std::string key;  // names the summary columns: <key>_acquisitions, <key>_expected, <key>_formula
+  std::string cls;  // the lock class, e.g. "zone->lock"
+  // What lock_stat must count; none when this configuration has no formula (the formula then says why), so that the
+  // columns stay the same in every configuration and the count is still reported.
+  std::optional<uint64_t> expected;
   std::string formula;  // the formula with this run's numbers, e.g. "threads x (R + F) = 2 x (17 + 17) = 68"
 };
 

@@ -277,10 +277,9 @@ class HugetlbBoot final : public Scenario {
     const uint64_t pl = works >= 2 ? works + chunks : 0;
     const std::string pl_text = works >= 2 ? "nworks + chunks = " + n(works) + " + " + n(chunks) + " = " + n(pl)
                                            : "0: one work runs thread_fn inline, without ps.lock";
-    std::vector<LockExpectation> e = {{"hugetlb_lock", "hugetlb_lock", hl, hl_text},
-                                      {"padata_lock", "padata_work_lock", pl, pl_text}};
-    if (auto z = zone_lock_expectation()) e.push_back(*z);
-    return e;
+    return {{"hugetlb_lock", "hugetlb_lock", hl, hl_text},
+            {"padata_lock", "padata_work_lock", pl, pl_text},
+            zone_lock_expectation()};
   }
 
   // zone->lock, from the geometry. Gigantic: 0 (the memblock stand-in ran in prepare(), uncounted, and
@@ -289,21 +288,25 @@ class HugetlbBoot final : public Scenario {
   // under zone->lock with nr_pcp_alloc()'s max(batch >> 9, 2) = 2 blocks (mm/page_alloc.c of v6.7-v6.9), so a worker
   // that takes n folios from a node takes refills(n) = ceil(n / 2) zone->locks there (pcp_expect_alloc_then_free).
   // n follows from the chunks it ran: hugetlb_pages_alloc_boot_node's cursor starts at first_online_node on every
-  // call, so a chunk of L folios gives node i of m L / m + (i < L % m). No formula (nothing returned) when an
+  // call, so a chunk of L folios gives node i of m L / m + (i < L % m). No formula (none, with the reason) when an
   // allocation failed, when the cursor is the shared h->next_nid_to_alloc with several workers (its racy
   // round-robin decides the nodes), or when two workers share a model CPU (and so a pcp, whose trylock can fail).
-  std::optional<LockExpectation> zone_lock_expectation() const {
+  LockExpectation zone_lock_expectation() const {
     const auto n = [](uint64_t v) { return std::to_string(v); };
+    const auto none = [](const std::string& why) {
+      return LockExpectation{"zone_lock", "zone->lock", std::nullopt, "no formula: " + why};
+    };
     if (gigantic_)
       return LockExpectation{"zone_lock", "zone->lock", 0,
                              "0: gather_bootmem_prealloc takes no page from the buddy allocator"};
-    if (h_->nr_huge_pages != pages_) return std::nullopt;
+    if (h_->nr_huge_pages != pages_) return none("an allocation failed");
     std::set<int> cpus;
     for (const BootWorker& w : workers_) {
-      if (w.st.alloc_failed || w.st.node_attempts != w.st.folios) return std::nullopt;
-      if (!cpus.insert(w.cpu).second) return std::nullopt;
+      if (w.st.alloc_failed || w.st.node_attempts != w.st.folios) return none("an allocation failed");
+      if (!cpus.insert(w.cpu).second) return none("two workers share a model CPU and its pcp");
     }
-    if (next_nid_ == NextNid::shared && plan_.nworks > 1) return std::nullopt;
+    if (next_nid_ == NextNid::shared && plan_.nworks > 1)
+      return none("the workers share h->next_nid_to_alloc, whose racy round-robin decides the nodes");
     const uint64_t m = uint64_t(mem_nodes_);
     uint64_t total = 0, pairs = 0, odd = 0;
     for (const BootWorker& w : workers_)
@@ -414,7 +417,6 @@ class HugetlbBoot final : public Scenario {
     s.emplace_back("folio_order", int64_t(h.order));
     s.emplace_back("folio_kib", int64_t((PAGE_SIZE << h.order) >> 10));
     s.emplace_back("hugetlb_lock_mode", std::string(to_string(lock_mode_)));
-    s.emplace_back("zone_lock_acquisitions", r.lock_count("zone->lock", &LockStatRow::acquisitions));
     s.emplace_back("zone_lock_per_folio", r.lockstat_on && allocated ? double(zl) / double(allocated) : NAN);
     s.emplace_back("node_attempts", int64_t(attempts));
     // The seed's per-folio thread time: threads x wall / folios; and what the threads really spent on the CPU.

@@ -260,7 +260,7 @@ class ShmemFault final : public Scenario {
         info.formula = "one per page added (shmem_inode_acct_blocks) = " + n(s.new_pages);
         break;
     }
-    info.formula += " = " + n(info.expected);
+    info.formula += " = " + n(*info.expected);
     const char* tree = variant_ == ShmemVariant::modern ? "mapping->i_pages" : "mapping->tree_lock";
     return {info,
             {"tree_lock", tree, misses, "one per miss (new pages + EEXIST losers) = " + n(misses)},

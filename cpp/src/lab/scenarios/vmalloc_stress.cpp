@@ -420,7 +420,7 @@ class VmallocStress final : public Scenario {
       }
       busy.expected = (k + 1) * total;
       busy.formula = "(k + 1) x the tests' allocations, each freed in its call = (" + n(k) + " + 1) x (" + terms +
-                     ") = " + n(busy.expected);
+                     ") = " + n(*busy.expected);
     }
     std::vector<LockExpectation> e = {
         busy,
