@@ -146,24 +146,20 @@ def test_bad_input_names_the_parameter(params, name):
         al.run("vmalloc_stress", **params)
 
 
-def test_vmalloc_stress_is_listed_with_documented_parameters():
-    table = al.scenarios()
-    params = table[table.scenario == "vmalloc_stress"].set_index("parameter")
-    for p in [
-        "threads",
-        "ops",
-        "size",
-        "align",
-        "busy_lock",
-        "vmap_nodes",
-        "pattern",
-        "map_pages",
-        "live",
-        "pthread_max",
-        "clone_ns",
-    ]:
-        assert p in params.index and params.loc[p, "doc"]
+def test_the_catalogue_documents_the_stress_and_module_parameters():
+    params = al.scenarios("vmalloc_stress").set_index("parameter")
+    stress = ["threads", "ops", "size", "align", "busy_lock", "vmap_nodes", "pattern", "map_pages", "live"]
+    stress += ["pthread_max", "clone_ns"]
+    module = ["nr_threads", "test_loop_count", "test_repeat_count", "nr_pages", "run_test_mask"]
+    module += ["sequential_test_order"]
+    assert set(stress + module) <= set(params.index)
+    assert (params.doc.str.len() > 0).all()
     assert params.loc["busy_lock", "default"] == "once"
+    assert params.loc["test_loop_count", "default"] == 1000000
+    assert params.loc["run_test_mask", "default"] == 127
+    for bit, name in enumerate(KERNEL_TESTS):
+        assert f"{1 << bit} {name}" in params.loc["run_test_mask", "doc"]
+    assert "test_vmalloc" in params.loc["pattern", "choices"]
 
 
 def test_reproduce_study_puts_the_seed_tables_beside_ours(tmp_path):
@@ -343,25 +339,6 @@ def test_summary_lines_of_a_run_without_a_kernel_test_are_refused():
 def test_bad_test_vmalloc_input_names_the_parameter_and_what_is_allowed(params, message):
     with pytest.raises(ValueError, match=message):
         al.run("vmalloc_stress", **{"pattern": "test_vmalloc", **params})
-
-
-def test_the_catalogue_documents_the_module_parameters():
-    table = al.scenarios()
-    params = table[table.scenario == "vmalloc_stress"].set_index("parameter")
-    for p in [
-        "nr_threads",
-        "test_loop_count",
-        "test_repeat_count",
-        "nr_pages",
-        "run_test_mask",
-        "sequential_test_order",
-    ]:
-        assert p in params.index and params.loc[p, "doc"]
-    assert params.loc["test_loop_count", "default"] == 1000000
-    assert params.loc["run_test_mask", "default"] == 127
-    for bit, name in enumerate(KERNEL_TESTS):
-        assert f"{1 << bit} {name}" in params.loc["run_test_mask", "doc"]
-    assert "test_vmalloc" in params.loc["pattern", "choices"]
 
 
 def test_cli_prints_the_summary_lines(capsys):
