@@ -805,13 +805,15 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
     cats = _unique(table[x]) if categorical else []
     groups = [((), table)] if not hues else list(table.groupby(hues, sort=True))
     colors = [f"C{i}" for i in range(len(groups))]
+    finite = pd.concat([_as_numbers(table[f"{s}_{figure}"]) for s in _SOURCE_STYLE]).dropna()
+    scale, ylabel = _unit(figure, finite)
     for (value, part), color in zip(groups, colors, strict=True):
         value = value if isinstance(value, tuple) else (value,)
         hue = " ".join(f"{k}={v}" for k, v in zip(hues, value, strict=True))
         part = part.sort_values(x)
         xs = np.array([cats.index(v) for v in part[x]], dtype=float) if categorical else part[x].to_numpy(float)
         for source, style in _SOURCE_STYLE.items():
-            ys = _as_numbers(part[f"{source}_{figure}"]).to_numpy()
+            ys = _as_numbers(part[f"{source}_{figure}"]).to_numpy() / scale
             keep = np.isfinite(ys)
             if keep.any():
                 style = {**style, "linestyle": "none"} if categorical else style
@@ -825,7 +827,6 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
     claim = any(w in figure for w in _CLAIM_WORDS)
     if claim and not figure.startswith("saved"):
         ax.axhline(1.0, color="black", linewidth=0.7, alpha=0.6)
-    finite = pd.concat([_as_numbers(table[f"{s}_{figure}"]) for s in _SOURCE_STYLE]).dropna()
     if not claim and len(finite) and finite.min() > 0 and finite.max() / finite.min() > 30:
         ax.set_yscale("log")
     if categorical:
@@ -835,8 +836,8 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
         crowded = len(distinct) > 1 and np.diff(distinct).min() < 0.03 * (distinct[-1] - distinct[0])
         if 0 < len(distinct) <= 12 and not crowded:  # 1, 2 and 64 threads: the default ticks read better
             ax.set_xticks(distinct, [f"{v:g}" for v in distinct])
-    ax.set_xlabel(x)
-    ax.set_ylabel(figure)
+    ax.set_xlabel(_unit(x, _AS_STORED)[1])  # the ticks are the values as stored
+    ax.set_ylabel(ylabel)
     ax.set_title(f"{name}: {'claim: ' if claim else ''}{figure}", fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small")

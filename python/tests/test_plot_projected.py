@@ -63,9 +63,10 @@ def test_published_and_virtual_are_lines_real_are_points_per_colour_key():
     ]  # the line at ratio 1 (axhline: x in axes coordinates)
     tally = [t.get_text() for t in claim.texts]
     assert tally == ["real: 2 drawn, 1 n.s. (not drawn), 1 not run here"]
-    assert claim.get_xlabel() == "threads" and claim.get_ylabel() == "patch_over_default"
-    assert ns.get_yscale() == "log"  # 120 ns to 90,000 ns
-    assert list(_lines(ns)["real order=9"].get_ydata()) == [4000.0, 4100.0]
+    assert claim.get_xlabel() == "threads" and claim.get_ylabel() == "patch over default"
+    assert ns.get_yscale() == "log"  # 120 ns to 90,000 ns: drawn in µs, the unit of the largest
+    assert ns.get_ylabel() == "default (µs)"
+    assert list(_lines(ns)["real order=9"].get_ydata()) == [4.0, 4.1]
 
 
 def test_a_table_without_a_numeric_key_gets_its_machines_as_categories():
