@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -211,9 +212,16 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
 def console() -> None:
     """The ``alloclab`` console script: :func:`main` with Ctrl-C made final. The first Ctrl-C stops what runs (a sweep
     saves its finished rows) and the exit status is 130; later ones are ignored while that finishes and the process
-    exits, so a double Ctrl-C also exits 130, never with a traceback or another status."""
+    exits, so a double Ctrl-C also exits 130, never with a traceback or another status. A reader that goes away
+    (``alloclab metrics | head``) ends it quietly with status 141, as SIGPIPE ends a C tool."""
     signal.signal(signal.SIGINT, _first_interrupt_only)
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()  # here, not at exit, where a broken pipe could only be reported
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush goes nowhere
+        status = 128 + signal.SIGPIPE
+    sys.exit(status)
 
 
 def _first_interrupt_only(signum: int, frame: Any) -> None:

@@ -19,12 +19,28 @@ import alloclab as al
 from alloclab.cli import main, parse_assignments, parse_value
 
 
-def alloclab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the console script next to this interpreter (or ``python -m alloclab.cli`` if there is none)."""
+def console_script() -> list[str]:
+    """The console script next to this interpreter (or ``python -m alloclab.cli`` if there is none)."""
     script = Path(sys.executable).with_name("alloclab")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "alloclab.cli"]
+
+
+def alloclab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the console script with ``args`` in quick mode."""
     env = {**os.environ, "ALLOCLAB_QUICK": "1"}
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run([*console_script(), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_a_reader_that_goes_away_ends_it_quietly():
+    # `alloclab metrics | head -1`, made certain: the pipe has no reader before the first line is written.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run([*console_script(), "metrics"], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                             timeout=300)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (out.returncode, out.stderr) == (141, "")
 
 
 def test_topology_host_and_synthetic(capsys):
