@@ -1,5 +1,6 @@
 // Locks: mutual exclusion of every kind (NUMA-aware ones with waiters on two nodes), FIFO hand-off of the FIFO
-// kinds, trylock, lock_stat arithmetic (hand-offs by node included), bad kind names.
+// kinds, CNA's order over qspinlock's word (pending waiter, secondary queue), trylock, lock_stat arithmetic (hand-offs
+// by node included), bad kind names.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "alloclab/base/clock.hpp"
 #include "alloclab/locks/lock.hpp"
+#include "alloclab/locks/qspinlock_slowpath.hpp"
 
 using namespace alloclab;
 
@@ -104,6 +106,66 @@ TEST_P(Fifo, HandOffFollowsArrivalOrder) {
 
 INSTANTIATE_TEST_SUITE_P(FifoKinds, Fifo, ::testing::Values(LockKind::ticket, LockKind::mcs, LockKind::qspinlock),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+// The waiters queued on `lock` whose next links reach its tail (call while the queue only grows: before the first
+// pass there is no secondary queue, whose links form a circle).
+uint32_t linked_waiters(const CnaSpinlock& lock) {
+  const uint32_t v = lock.val().load(std::memory_order_acquire);
+  if (!(v & QspinlockVal::kTailMask)) return 0;
+  const McsNode* last = decode_tail<CnaNode>(v & QspinlockVal::kTailMask);
+  uint32_t n = 0;
+  for (int c = 0; c < qspinlock_cpus_used(); ++c)
+    for (uint32_t i = 0; i < qnodes<CnaNode>[c].count.load() && i < QspinlockVal::kMaxNodes; ++i) {
+      const McsNode* p = &qnodes<CnaNode>[c].nodes[i];
+      while (p && p != last) p = p->next_acquire();
+      n += p == last;
+    }
+  return n;
+}
+
+// The order in which waiters on model nodes `nodes` get a CNA lock the test thread (node 0) holds: waiter 0 sets the
+// pending bit, the others queue one by one, each linked in before the next starts; then the holder releases.
+std::vector<int> cna_order(const std::vector<int>& nodes) {
+  CnaSpinlock lock;
+  CnaSpinlock::Token held{0};
+  EXPECT_TRUE(lock.enter(held));
+  std::vector<int> order;  // under the lock
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ts.emplace_back([&, i] {
+      CnaSpinlock::Token t{nodes[i]};
+      if (!lock.enter(t)) lock.wait(t, /*yield=*/true);
+      order.push_back(int(i));
+      lock.leave(t);
+    });
+    if (i == 0)
+      while (!(lock.val().load() & QspinlockVal::kPendingVal)) std::this_thread::yield();
+    else
+      while (linked_waiters(lock) != i) std::this_thread::yield();
+  }
+  lock.leave(held);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(lock.val().load(), 0u);  // free, no tail left behind
+  return order;
+}
+
+// On one node CNA is qspinlock: the pending waiter, then the queue in order.
+TEST(CnaOnQspinlock, OnOneNodeThePendingWaiterThenTheQueueInOrder) {
+  EXPECT_EQ(cna_order({0, 0, 0, 0}), (std::vector<int>{0, 1, 2, 3}));
+}
+
+// The pending waiter (node 1) goes first whatever its node. Head 1 (node 1) passes over 2 (node 0) to 3 (node 1),
+// moving 2 to the secondary queue; head 3, alone in the main queue, makes the secondary queue the main one
+// (cna_try_clear_tail) and 2 gets the lock last, with the word's tail then its node's.
+TEST(CnaOnQspinlock, TheHeadPassesToItsNodeAndAloneSplicesTheSecondaryQueueIn) {
+  EXPECT_EQ(cna_order({1, 1, 0, 1}), (std::vector<int>{0, 1, 3, 2}));
+}
+
+// As above with 4 (node 0) behind 3: head 3 finds no waiter of node 1, so the secondary queue (2) goes in front of
+// the main queue (4), and 2 then passes to 4 on its own node.
+TEST(CnaOnQspinlock, WithNoLocalWaiterTheSecondaryQueueGoesFirst) {
+  EXPECT_EQ(cna_order({1, 1, 0, 1, 0}), (std::vector<int>{0, 1, 3, 2, 4}));
+}
 
 struct EveryKind : ::testing::TestWithParam<LockKind> {};
 

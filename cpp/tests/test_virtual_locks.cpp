@@ -142,17 +142,31 @@ TEST(VirtualHandoff, KmutexSpinnerRacesSleeperWakesAndAStarvingWaiterGetsItHande
 
 TEST(VirtualHandoff, CnaPassesToTheFirstLocalWaiterReadingThoseItPassesOver) {
   const CostModel m = model(4);
-  const Queue q(m, {5, 6, 1, 2});
-  VHandoff h = CnaSpinlock::vhandoff(q.release(0, 0));
+  Queue q(m, {5, 6, 1, 2});
+  q.waiters[1].since = 600 * kNs;  // 6, 1 and 2 queued after the previous release (500 ns), 5 before it
+  q.waiters[2].since = 700 * kNs;
+  q.waiters[3].since = 800 * kNs;
+  VRelease r = q.release(0, 1000 * kNs);
+  r.previous_release = 500 * kNs;
+  VHandoff h = CnaSpinlock::vhandoff(r);
   EXPECT_TRUE(h.owned);
   EXPECT_TRUE(h.batch);
   EXPECT_EQ(h.wakes[0].cpu, 1);
-  EXPECT_EQ(h.wakes[0].at, (40 + 40 + 20) * kNs);  // reads 5's and 6's nodes, then one local transfer
+  EXPECT_EQ(h.wakes[0].at, (1000 + 40 + 20) * kNs);  // reads 6's node (5's was read before), then a local transfer
   // At the threshold the secondary queue's head (the oldest) goes first.
-  h = CnaSpinlock::vhandoff(q.release(0, 0, CnaSpinlock::kThreshold));
+  r.batch = CnaSpinlock::kThreshold;
+  h = CnaSpinlock::vhandoff(r);
   EXPECT_FALSE(h.batch);
   EXPECT_EQ(h.wakes[0].cpu, 5);
-  EXPECT_EQ(h.wakes[0].at, 40 * kNs);
+  EXPECT_EQ(h.wakes[0].at, (1000 + 40) * kNs);
+  // When 5 came after the previous release nobody waited: it holds the pending bit and gets the word, remote or not.
+  q.waiters[0].since = 500 * kNs;
+  r.batch = 0;
+  h = CnaSpinlock::vhandoff(r);
+  EXPECT_TRUE(h.owned);
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, (1000 + 40) * kNs);
 }
 
 TEST(VirtualHandoff, CohortPassesLocallyThenLetsEveryNodesHeadRace) {

@@ -3,7 +3,7 @@
 // Models: kernel/locking/mcs_spinlock.h's struct mcs_spinlock (next, locked) and its two halves: an acquirer swaps
 // its node into a queue's tail and links itself behind its predecessor; a holder passes the queue on by one store
 // into its successor's node. `locked` is 0 while the node waits; the predecessor's pass stores a non-zero value,
-// which some kinds use to say more than "your turn" (cohort: whether the global lock comes along; CNA: the head of its
+// which some kinds use to say more than "your turn" (cohort: whether the global lock comes along; CNA: the tail of its
 // secondary queue). The kinds built on it: mcs, qspinlock (per-CPU nodes), cna, cohort and hmcs (per-node queues),
 // shfllock (a queue its head reorders). Plain fields reached through std::atomic_ref, so that a node costs nothing
 // until an acquisition initialises it.
