@@ -31,8 +31,8 @@ TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 w
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
 #: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
-#: 2026-12-01; None: not measured yet.
-ESTIMATED_S = {"quick": 28, "full": None}
+#: 2026-12-01 (full: with the 9-run calibration, load average 7.4-8.1).
+ESTIMATED_S = {"quick": 28, "full": 275}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
