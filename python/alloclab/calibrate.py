@@ -4,6 +4,12 @@ The measurements are the engine's (``_core.calibration``; methods in ``cpp/inclu
 module picks the PUs and sizes, converts the results to the profile's units, and gives every number a source that
 says ``calibrated on <cpu model> with alloclab calibrate on <date>`` and how the number was measured. Measure on a
 quiet machine: the load average before and after goes into the description.
+
+One calibration runs the whole set of measurements ``repeats`` times, interleaved (run 1 of every kind, then run 2 of
+every kind, ...), so that a slow spell of the host falls on all kinds alike; each number is the median of its runs,
+and its source gives the interquartile range and the range. Numbers whose IQR exceeds 25 % of the median are named
+in the description. What it leaves out: it does not detect or discard outlier runs, and it cannot tell a noisy host
+from a bimodal one (both show as a wide spread).
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import _core
 from .machines import profile_fields
 
-__all__ = ["calibrate", "to_toml"]
+__all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "calibrate", "to_toml"]
 
 _MIB = 1 << 20
 
@@ -35,24 +43,54 @@ _SIZES = {
     "ops": (1_000_000, 10_000),
 }
 
+#: Runs of the whole set of measurements: (full, quick). One full run took 6.4 s on the 2-vCPU dev VM at load
+#: average 8.6 (2026-12-01), so the default full calibration takes about a minute; quick mode runs twice, so that its
+#: profile has a median and a spread like a full one.
+REPEATS = (9, 2)
+#: The allowed ``repeats``: one run (no spread) up to 50, about five minutes on the dev VM.
+REPEATS_RANGE = (1, 50)
+#: A number whose IQR exceeds this fraction of its median is named in the description: as wide as the +-25 % band
+#: in which virtual_vs_real accepts a virtual time, so such a number cannot carry that claim.
+WIDE_SPREAD = 0.25
+#: One round's measurements: ``{"section.field": (value, how it was measured)}``.
+_Results = dict[str, tuple[float, str]]
+#: The unit of each section's numbers, for the spread in the source text.
+_UNITS = {
+    "clock": "GHz",
+    "transfer_ns": "ns",
+    "wakeup_ns": "ns",
+    "bandwidth_gbs": "GB/s",
+    "page_ns": "ns",
+    "op_cycles": "cycles",
+}
+
 
 def calibrate(
-    *, quick: bool = False, name: str = "host", description: str | None = None, log: Callable[[str], None] | None = None
+    *,
+    quick: bool = False,
+    repeats: int | None = None,
+    name: str = "host",
+    description: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Measure this host and return its profile as a TOML-ready dict (already validated by the engine).
 
     Args:
         quick: tiny measurements that finish in about a second. Their numbers are not meaningful, and the
             description says so.
+        repeats: runs of the whole set of measurements, interleaved (``None``: :data:`REPEATS` of the mode). Each
+            number is the median of its runs; its source names the runs and gives their IQR and range.
         name: the profile's name.
-        description: what the machine is (e.g. ``"2-vCPU VM, ..."``). The CPU model, the load averages and the
-            mode are appended.
+        description: what the machine is (e.g. ``"2-vCPU VM, ..."``). The CPU model, the load averages, the runs,
+            the numbers with a wide spread and the mode are appended.
         log: called with one line per finished measurement (e.g. ``print``).
 
     Raises:
-        ValueError: the host cannot be measured (one PU only) or the result is not a valid profile.
+        ValueError: ``repeats`` is not an integer in :data:`REPEATS_RANGE`, the host cannot be measured (one PU
+            only) or the result is not a valid profile.
         RuntimeError: a measurement thread could not be pinned to its PU.
     """
+    runs = _check_repeats(REPEATS[1 if quick else 0] if repeats is None else repeats)
     cpu = _cpu_model()
     when = dt.datetime.now(dt.UTC).date().isoformat()
     run = _Run(quick, f"calibrated on {cpu} with alloclab calibrate on {when}", log)
@@ -63,16 +101,11 @@ def calibrate(
         raise ValueError("calibrate: this host has a single PU; transfers and wake-ups need two")
     pu0 = pairs[0][1][0][0]
 
-    clock = _clock(run, pu0)
-    ghz = clock["ghz"]["value"]
-    doc: dict[str, Any] = {
-        "clock": clock,
-        "transfer_ns": _transfers(run, pairs),
-        "wakeup_ns": _wakeup(run, *_wake_pair(pairs)),
-        "bandwidth_gbs": _bandwidth(run, pu0),
-        "page_ns": _page_ns(run, pu0),
-        "op_cycles": _op_cycles(run, pu0, ghz),
-    }
+    rounds = []
+    for i in range(runs):  # interleaved: every kind once per round, so a slow spell hits all kinds alike
+        run.round = f"run {i + 1}/{runs}: " if runs > 1 else ""
+        rounds.append(_measure_all(run, pairs, pu0))
+    doc, wide = _aggregate(run, rounds)
     load_after, busy_after = os.getloadavg()[0], _other_runnable()
 
     host = _core.Topology.host()
@@ -83,7 +116,7 @@ def calibrate(
         "description": (
             f"{about}Calibrated with alloclab calibrate on {when}: {cpu}, {host.pus} PUs, {host.cores} cores, "
             f"{host.nodes} NUMA node(s); 1-minute load average {load_before:.2f} before and {load_after:.2f} after, "
-            f"other runnable tasks {busy_before} before and {busy_after} after"
+            f"other runnable tasks {busy_before} before and {busy_after} after; {_spread_summary(runs, wide)}"
             + (". QUICK MODE: the numbers check the tool, they do not describe the machine" if quick else "")
         ),
         "seeds": [],
@@ -121,19 +154,83 @@ class _Run:
         self.quick = quick
         self.stamp = stamp + (" (QUICK MODE: not a measurement)" if quick else "")
         self.log = log
+        self.round = ""  # "run i/N: " while the rounds run, prefixed to progress lines
 
     def size(self, key: str) -> int:
         """A measurement size of this mode (see ``_SIZES``)."""
         return _SIZES[key][1 if self.quick else 0]
 
-    def entry(self, value: float, how: str, shown: str) -> dict[str, Any]:
-        """A ``{value, source}`` table whose source is the stamp and ``how``; logs ``shown``."""
+    def result(self, value: float, how: str, shown: str) -> tuple[float, str]:
+        """One measured number of one round and how it was measured; logs ``shown``."""
         if self.log:
-            self.log(shown)
-        return {"value": float(f"{value:.3g}"), "source": f"{self.stamp}: {how}"}
+            self.log(self.round + shown)
+        return value, how
 
 
-def _clock(run: _Run, pu: int) -> dict[str, Any]:
+def _check_repeats(repeats: Any) -> int:
+    """``repeats`` as an int; a ValueError naming it unless it is an integer in ``REPEATS_RANGE``."""
+    lo, hi = REPEATS_RANGE
+    if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer):
+        raise ValueError(f"repeats: expected an integer, got {repeats!r} (allowed: {lo}..{hi})")
+    if not lo <= repeats <= hi:
+        raise ValueError(f"repeats: value out of range: {repeats} (allowed: {lo}..{hi})")
+    return int(repeats)
+
+
+def _measure_all(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]], pu: int) -> _Results:
+    """One round: every measurement once, in profile order; ``{"section.field": (value, how)}``. The op cycles use
+    this round's clock."""
+    out = _clock(run, pu)
+    out |= _transfers(run, pairs)
+    out |= _wakeup(run, *_wake_pair(pairs))
+    out |= _bandwidth(run, pu)
+    out |= _page_ns(run, pu)
+    out |= _op_cycles(run, pu, out["clock.ghz"][0])
+    return out
+
+
+def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], list[str]]:
+    """The profile sections from the rounds: each number the median of its runs, its source ``how`` and the spread;
+    also the numbers whose IQR exceeds :data:`WIDE_SPREAD` of the median, as ``"section.field (NN %)"``."""
+    doc: dict[str, dict[str, Any]] = {}
+    wide = []
+    for key, (_, how) in rounds[0].items():
+        section, field = key.split(".")
+        values = [r[key][0] for r in rounds]
+        median = statistics.median(values)
+        unit = _UNITS[section]
+        if len(values) == 1:
+            spread = "one run (repeats=1: no spread measured)"
+        else:
+            q1, q3 = np.percentile(values, [25, 75])
+            spread = (
+                f"median of {len(values)} interleaved runs of the whole calibration, IQR {_num(q1)}-{_num(q3)} {unit}, "
+                f"range {_num(min(values))}-{_num(max(values))} {unit}"
+            )
+            if median > 0 and (q3 - q1) / median > WIDE_SPREAD:
+                wide.append(f"{key} ({100 * (q3 - q1) / median:.0f} %)")
+        if run.log and len(values) > 1:
+            run.log(f"{key}: {_num(median)} {unit} ({spread})")
+        doc.setdefault(section, {})[field] = {"value": float(_num(median)), "source": f"{run.stamp}: {how}; {spread}"}
+    return doc, wide
+
+
+def _spread_summary(runs: int, wide: list[str]) -> str:
+    """The description's sentence on the runs and the numbers whose spread is wide."""
+    if runs == 1:
+        return "one run of every measurement (repeats=1), so no spread was measured"
+    band = f"IQR above {100 * WIDE_SPREAD:.0f} % of the median"
+    return f"each number the median of {runs} interleaved runs of every measurement; " + (
+        f"WIDE SPREAD ({band}): {', '.join(wide)}" if wide else f"no number has an {band}"
+    )
+
+
+def _num(value: float) -> str:
+    """A number to 3 significant digits, without an exponent below 10^6 (15700, 53.8, 0.684)."""
+    return f"{float(f'{value:.3g}'):g}"
+
+
+def _clock(run: _Run, pu: int) -> _Results:
     trials = run.size("clock_trials")
     ghz = _core.calibration.core_ghz(pu, trials)
     mhz = _cpuinfo_mhz()
@@ -144,10 +241,10 @@ def _clock(run: _Run, pu: int) -> dict[str, Any]:
         ghz, how = mhz / 1000, "/proc/cpuinfo 'cpu MHz' (no add-chain measurement on this architecture)"
     else:
         raise ValueError("calibrate: cannot tell this host's clock (no add-chain measurement, no /proc/cpuinfo MHz)")
-    return {"ghz": run.entry(ghz, how, f"clock: {ghz:.3f} GHz")}
+    return {"clock.ghz": run.result(ghz, how, f"clock: {ghz:.3f} GHz")}
 
 
-def _transfers(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]]) -> dict[str, Any]:
+def _transfers(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]]) -> _Results:
     samples, trips = run.size("transfer_samples"), run.size("round_trips")
     out = {}
     for cls, cls_pairs in pairs:
@@ -158,21 +255,21 @@ def _transfers(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]]) -> dic
             f"one way = round trip / 2), median of {samples} samples of {trips} round trips"
             + (f", median over {len(cls_pairs)} PU pairs" if len(cls_pairs) > 1 else "")
         )
-        out[cls] = run.entry(ns, how, f"transfer_ns.{cls}: {ns:.1f} ns (PUs {where})")
+        out[f"transfer_ns.{cls}"] = run.result(ns, how, f"transfer_ns.{cls}: {ns:.1f} ns (PUs {where})")
     return out
 
 
-def _wakeup(run: _Run, waker: int, wakee: int) -> dict[str, Any]:
+def _wakeup(run: _Run, waker: int, wakee: int) -> _Results:
     samples, sleep_us = run.size("futex_samples"), run.size("futex_sleep_us")
     ns = _core.calibration.futex_wake_ns(waker, wakee, samples, sleep_us)
     how = (
         f"FUTEX_WAKE on PU {waker} until the FUTEX_WAIT sleeper pinned on PU {wakee} runs again, median of "
         f"{samples} wake-ups {sleep_us} us apart"
     )
-    return {"futex": run.entry(ns, how, f"wakeup_ns.futex: {ns:.0f} ns")}
+    return {"wakeup_ns.futex": run.result(ns, how, f"wakeup_ns.futex: {ns:.0f} ns")}
 
 
-def _bandwidth(run: _Run, pu: int) -> dict[str, Any]:
+def _bandwidth(run: _Run, pu: int) -> _Results:
     calib, trials = _core.calibration, run.size("bandwidth_trials")
     llc = calib.host_llc_bytes()
     per_node, threads, node_bytes = [], 0, 0
@@ -191,8 +288,8 @@ def _bandwidth(run: _Run, pu: int) -> dict[str, Any]:
         f"({llc_text})" + (f", median over the host's {len(per_node)} nodes" if len(per_node) > 1 else "")
     )
     return {
-        "node": run.entry(node, node_how, f"bandwidth_gbs.node: {node:.1f} GB/s"),
-        "core": run.entry(
+        "bandwidth_gbs.node": run.result(node, node_how, f"bandwidth_gbs.node: {node:.1f} GB/s"),
+        "bandwidth_gbs.core": run.result(
             core,
             f"{copy}; one thread on PU {pu}, 2 x {core_bytes // _MIB} MiB ({llc_text})",
             f"bandwidth_gbs.core: {core:.1f} GB/s",
@@ -200,7 +297,7 @@ def _bandwidth(run: _Run, pu: int) -> dict[str, Any]:
     }
 
 
-def _page_ns(run: _Run, pu: int) -> dict[str, Any]:
+def _page_ns(run: _Run, pu: int) -> _Results:
     trials = run.size("bandwidth_trials")
     size = _buffer_bytes(_core.calibration.host_llc_bytes(), 1, run.quick)
     out = {}
@@ -211,16 +308,16 @@ def _page_ns(run: _Run, pu: int) -> dict[str, Any]:
             f"{size // _MIB} MiB first touched on PU {pu}, so each page is cold and no prefetcher runs into the "
             f"next; median of {trials} passes over every page"
         )
-        out[op] = run.entry(ns, how, f"page_ns.{op}: {ns:.0f} ns")
+        out[f"page_ns.{op}"] = run.result(ns, how, f"page_ns.{op}: {ns:.0f} ns")
     return out
 
 
-def _op_cycles(run: _Run, pu: int, ghz: float) -> dict[str, Any]:
+def _op_cycles(run: _Run, pu: int, ghz: float) -> _Results:
     trials, ops = run.size("op_trials"), run.size("ops")
     out = {}
     for op, ns in _core.calibration.op_ns(pu, trials, ops):
-        how = f"{ns:.3g} ns x {ghz:.3g} GHz; {_OP_HOW[op]}, median of {trials} trials of {ops} operations on PU {pu}"
-        out[op] = run.entry(ns * ghz, how, f"op_cycles.{op}: {ns * ghz:.3g} cycles ({ns:.3g} ns)")
+        how = f"ns x the same run's clock.ghz; {_OP_HOW[op]}, median of {trials} trials of {ops} operations on PU {pu}"
+        out[f"op_cycles.{op}"] = run.result(ns * ghz, how, f"op_cycles.{op}: {ns * ghz:.3g} cycles ({ns:.3g} ns)")
     return out
 
 

@@ -9,7 +9,7 @@
     alloclab sweep SCENARIO k=v1,v2 ... [--repeats N] [--out DIR [--resume|--force]] [--keep-going] [--timeout S] ...
     alloclab reproduce [NAME|all] [--quick] [--out results] [--list]
     alloclab report [DIR]
-    alloclab calibrate [--out FILE [--force]] [--quick] [--name NAME] [--description TEXT]
+    alloclab calibrate [--out FILE [--force]] [--quick] [--repeats N] [--name NAME] [--description TEXT]
 
 ``k=v`` values are converted with the parameter's declared type (``alloclab scenarios`` lists them); a value
 of an unknown parameter becomes a bool (``true``/``false``), an int, a float or stays a string, in that order.
@@ -39,6 +39,7 @@ import pandas as pd
 
 from . import _cli_kernel, cluster
 from ._core import __version__
+from .calibrate import REPEATS, REPEATS_RANGE
 
 __all__ = ["EXAMPLES", "console", "main", "parse_assignments", "parse_value"]
 
@@ -81,6 +82,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "calibrate": (
         "alloclab calibrate --quick",
         'alloclab calibrate --out host.toml --name laptop --description "4-core laptop"',
+        "alloclab calibrate --repeats 15 --out host.toml",
     ),
 }
 
@@ -503,7 +505,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"  {line}", file=sys.stderr)
 
     print(f"alloclab calibrate: measuring this host{' (quick mode)' if args.quick else ''} ...", file=sys.stderr)
-    doc = calibrate(quick=args.quick, name=args.name, description=args.description, log=log)
+    doc = calibrate(quick=args.quick, repeats=args.repeats, name=args.name, description=args.description, log=log)
     text = to_toml(doc)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
@@ -597,6 +599,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the profile to FILE (default: print it)")
     p.add_argument("--force", action="store_true", help="with --out: replace FILE if it exists")
     p.add_argument("--quick", action="store_true", help="tiny measurements: checks the tool, not the machine")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help=f"interleaved runs of every measurement; each number is their median, its source gives the spread "
+        f"({REPEATS_RANGE[0]}..{REPEATS_RANGE[1]}; default {REPEATS[0]}, quick {REPEATS[1]})",
+    )
     p.add_argument("--name", default="host", help="the profile's name (default: host)")
     p.add_argument("--description", metavar="TEXT", help='what the machine is, e.g. "2-vCPU VM, ..."')
     p.set_defaults(func=_cmd_calibrate)

@@ -1,4 +1,6 @@
-"""``alloclab calibrate``: a quick run writes a profile that loads back; only its structure is asserted."""
+"""``alloclab calibrate``: a quick run writes a profile that loads back (only its structure is asserted); with the
+engine's measurements replaced by fixed values per run, the repeats are interleaved, each number is their median and
+its source and the description state the spread."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from test_cli import alloclab
 
 import alloclab as al
 from alloclab import _core
-from alloclab.calibrate import _OP_HOW, calibrate, to_toml
+from alloclab.calibrate import _OP_HOW, _SIZES, REPEATS, calibrate, to_toml
 
 OPS = set(_core.op_names())  # the engine's op list (ALLOCLAB_OPS); test_machines.py pins it
 
@@ -36,6 +38,7 @@ def test_calibrate_quick_writes_a_profile_that_loads_back(tmp_path):
     assert {"page_ns.copy", "page_ns.clear"} <= set(values)
     for source in m.fields["source"]:
         assert source.startswith("calibrated on ") and " with alloclab calibrate on " in source
+        assert f"median of {REPEATS[1]} interleaved runs of the whole calibration, IQR " in source
 
 
 def test_calibrate_prints_the_profile_without_out():
@@ -73,3 +76,107 @@ def test_every_op_has_one_microbenchmark_and_one_description():
     assert [op for op, _ in measured] == list(_core.op_names())  # every op, in list order
     assert all(ns > 0 for _, ns in measured)
     assert set(_OP_HOW) == OPS
+
+
+# --- repeats, through fake measurements ------------------------------------------------------------------------
+
+N = 5
+# One value per run (index = run) of each measured number; every other number is the same in every run.
+TRANSFER = [50.0, 70.0, 60.0, 100.0, 58.0]  # median 60, IQR 58-70 (20 % of the median: not wide)
+FUTEX = [5000.0, 16000.0, 6000.0, 9000.0, 5500.0]  # median 6000, IQR 5500-9000 (58 %: wide)
+GHZ = [3.0, 2.0, 3.0, 2.0, 3.0]  # op_cycles = ns x the same run's clock
+OP_NS = [1.0, 1.5, 1.0, 1.5, 1.0]  # so every run's cycles are 3.0, though median(ns) x median(GHz) would be 3.0 x 1
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Replace the engine's measurements by the values above, indexed by the run (counted by the clock measurement,
+    each run's first); ``calls`` records their order and arguments."""
+    calls: list[tuple[str, tuple]] = []
+
+    def run_index() -> int:
+        return sum(name == "core_ghz" for name, _ in calls) - 1
+
+    def measure(name, value):
+        def f(*args):
+            calls.append((name, args))
+            return value(run_index())
+
+        monkeypatch.setattr(_core.calibration, name, f)
+
+    measure("core_ghz", lambda i: GHZ[i % N])
+    measure("transfer_ns", lambda i: TRANSFER[i % N])
+    measure("futex_wake_ns", lambda i: FUTEX[i % N])
+    measure("copy_bandwidth_gbs", lambda i: 20.0)
+    measure("page_op_ns", lambda i: 400.0)
+    measure("op_ns", lambda i: [(op, OP_NS[i % N]) for op in _core.op_names()])
+    return calls
+
+
+def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
+    doc = calibrate(repeats=N)
+    names = [name for name, _ in fake]
+    one_run = names[: len(names) // N]
+    assert one_run[0] == "core_ghz" and one_run[-1] == "op_ns"
+    assert names == one_run * N  # run 1 of every kind, then run 2 of every kind, ...
+    assert {e["value"] for e in doc["transfer_ns"].values()} == {60.0}
+    assert doc["wakeup_ns"]["futex"]["value"] == 6000.0
+    assert doc["clock"]["ghz"]["value"] == 3.0
+    assert {e["value"] for e in doc["op_cycles"].values()} == {3.0}
+    assert doc["bandwidth_gbs"]["node"]["value"] == 20.0
+
+
+def test_sources_name_the_runs_and_their_spread(fake):
+    doc = calibrate(repeats=N)
+    for entry in doc["transfer_ns"].values():
+        assert entry["source"].endswith(
+            "; median of 5 interleaved runs of the whole calibration, IQR 58-70 ns, range 50-100 ns"
+        )
+    assert doc["wakeup_ns"]["futex"]["source"].endswith(", IQR 5500-9000 ns, range 5000-16000 ns")
+    assert doc["op_cycles"]["list_op"]["source"].endswith(", IQR 3-3 cycles, range 3-3 cycles")
+    assert doc["clock"]["ghz"]["source"].endswith(", IQR 2-3 GHz, range 2-3 GHz")
+    assert doc["bandwidth_gbs"]["core"]["source"].endswith(", IQR 20-20 GB/s, range 20-20 GB/s")
+    assert doc["description"].endswith(
+        "each number the median of 5 interleaved runs of every measurement; "
+        "WIDE SPREAD (IQR above 25 % of the median): clock.ghz (33 %), wakeup_ns.futex (58 %)"
+    )
+    assert tomllib.loads(to_toml(doc)) == doc
+
+
+def test_one_run_says_that_no_spread_was_measured(fake):
+    doc = calibrate(repeats=1)
+    assert [name for name, _ in fake].count("core_ghz") == 1
+    assert doc["wakeup_ns"]["futex"]["value"] == 5000.0
+    assert doc["wakeup_ns"]["futex"]["source"].endswith(" 200 us apart; one run (repeats=1: no spread measured)")
+    assert "one run of every measurement (repeats=1), so no spread was measured" in doc["description"]
+
+
+def test_quick_mode_runs_the_quick_sizes_twice(fake):
+    doc = calibrate(quick=True)
+    assert [name for name, _ in fake].count("core_ghz") == REPEATS[1] <= 2
+    samples, trips = _SIZES["transfer_samples"][1], _SIZES["round_trips"][1]
+    assert {args[2:] for name, args in fake if name == "transfer_ns"} == {(samples, trips)}
+    assert {args[1:] for name, args in fake if name == "op_ns"} == {(_SIZES["op_trials"][1], _SIZES["ops"][1])}
+    assert "QUICK MODE" in doc["description"]
+
+
+@pytest.mark.parametrize(
+    ("repeats", "message"),
+    [
+        (0, "repeats: value out of range: 0 (allowed: 1..50)"),
+        (51, "repeats: value out of range: 51 (allowed: 1..50)"),
+        (2.0, "repeats: expected an integer, got 2.0 (allowed: 1..50)"),
+        (True, "repeats: expected an integer, got True (allowed: 1..50)"),
+    ],
+)
+def test_bad_repeats_are_refused_before_any_measurement(fake, repeats, message):
+    with pytest.raises(ValueError) as err:
+        calibrate(repeats=repeats)
+    assert str(err.value) == message
+    assert fake == []
+
+
+def test_cli_refuses_bad_repeats():
+    run = alloclab("calibrate", "--repeats", "0")
+    assert run.returncode == 1
+    assert "repeats: value out of range: 0 (allowed: 1..50)" in run.stderr

@@ -3,8 +3,9 @@
 For every scenario at 1 and 2 workers (what this host can run without oversubscription), the real-clock median of
 timed repeats (lock_stat off) beside one virtual-clock run of the same parameters on the host's own profile with
 ``costs="table"`` (deterministic: one run is the figure). The claim under test (issue 16): the virtual elapsed time
-is within +-25 % of the real median. The full study first calibrates the host afresh (``alloclab calibrate``), so
-the profile describes the machine as it is now; quick mode uses the shipped ``host`` profile. No seed publishes
+is within +-25 % of the real median. The full study first calibrates the host afresh (``alloclab calibrate`` with its
+default interleaved repeats: each number the median of its runs, with its spread in the source), so the profile
+describes the machine as it is now; quick mode uses the shipped ``host`` profile. No seed publishes
 these figures, so ``PUBLISHED`` is empty, and a ratio outside the band is reported as a miss, never tuned away.
 """
 
@@ -30,8 +31,8 @@ TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 w
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
 #: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
-#: 2026-12-01; None: not measured yet.
-ESTIMATED_S = {"quick": 28, "full": None}
+#: 2026-12-01 (full: with the 9-run calibration, load average 7.4-8.1).
+ESTIMATED_S = {"quick": 28, "full": 275}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
@@ -44,8 +45,9 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
 
     Args:
         quick: the shipped ``host`` profile, each scenario's small parameters grown to 20 ms, 5 repeats; else a fresh
-            calibration of this host (written to ``out_dir/host-calibrated.toml``), default parameters grown to
-            100 ms, 9 repeats.
+            calibration of this host with :data:`~alloclab.calibrate.REPEATS` interleaved runs (written to
+            ``out_dir/host-calibrated.toml``; its description, with the numbers of wide spread, is a note), default
+            parameters grown to 100 ms, 9 repeats.
         out_dir: where the calibrated profile and the plot go.
         progress: show the sweeps' progress bars.
     """
@@ -75,6 +77,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         + (f"; misses: {', '.join(f'{r.scenario}@{r.workers}' for r in misses.itertuples())}" if len(misses) else "")
         + (f"; {len(table) - len(measured)} rows n.s. (see `why`)" if len(measured) < len(table) else ""),
     ]
+    if not quick:
+        notes.append(f"profile {profile.name!r}: {profile.description}")
     notes += measurement_notes(*parts)
     meta = {"machine": profile.name, "machine_hash": profile.hash, "tolerance": TOLERANCE}
     data = join(parts)
@@ -152,7 +156,7 @@ def _calibrated(out_dir: Path) -> Machine:
     from ..calibrate import calibrate, to_toml
 
     path = out_dir / "host-calibrated.toml"
-    path.write_text(to_toml(calibrate(name="host")), encoding="utf-8")
+    path.write_text(to_toml(calibrate(name="host")), encoding="utf-8")  # the default repeats, interleaved
     return machine(path)
 
 
