@@ -50,7 +50,8 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
   };
 
   // The fast path when the node's queue is empty (a relaxed read: only a guess) and the root's compare-and-swap
-  // finds the root free, else the two-level path. True if acquired; false: wait().
+  // finds the root free, else the two-level path. True if acquired; false: wait() (the two-level wait, Base's: a
+  // fast path that fails never waits at the root).
   bool enter(Token& me) noexcept {
     me.at_root = local_of(me).tail.load(std::memory_order_relaxed) == nullptr && mcs_try_enqueue(global.tail, me, 0);
     return me.at_root || Base::enter(me);
@@ -60,13 +61,6 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
   bool try_enter(Token& me) noexcept {
     me.at_root = true;
     return local_of(me).tail.load(std::memory_order_relaxed) == nullptr && mcs_try_enqueue(global.tail, me, 0);
-  }
-  // On the fast path: spin on our own node at the root; otherwise the two-level wait.
-  void wait(Token& me, bool yield) noexcept {
-    if (me.at_root)
-      mcs_wait(me, yield);
-    else
-      Base::wait(me, yield);
   }
   // On the fast path: the root's MCS release (one store into the next node's line, or a compare-and-swap when
   // nobody waits); otherwise the two-level release.
