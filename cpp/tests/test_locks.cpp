@@ -1,10 +1,12 @@
 // Locks: mutual exclusion of every kind (NUMA-aware ones with waiters on two nodes), FIFO hand-off of the FIFO
 // kinds, CNA's order over qspinlock's word (pending waiter, secondary queue), trylock, lock_stat arithmetic (hand-offs
-// by node included), bad kind names.
+// by node included), bad kind names, hmcs's fast path (the order of its release, mutual exclusion with two-level
+// acquirers).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -354,6 +356,94 @@ TEST_F(LockStatTicket, HandoffsCountTheNodeOfThePreviousHolder) {
   EXPECT_EQ(row.contentions, 2u);
   EXPECT_EQ(row.handoffs_remote, 1u);
   EXPECT_EQ(row.handoffs_local, 1u);
+}
+
+// AHMCS's fast path (hmcs): a free lock is taken at the root alone, so its release hands the root to the root's next
+// entry (the node that queued there first) and not to a waiter of the releaser's node, as the two-level path would.
+TEST(HmcsFastPath, AFreeLockIsTakenAtTheRootAndReleasedInRootOrder) {
+  HmcsSpinlock h;
+  const auto acquire = [&h](HmcsSpinlock::Token& t) {
+    if (!h.enter(t)) h.wait(t, true);
+  };
+  const auto tail = [&h](int node) { return h.locals[size_t(node)].tail.load(std::memory_order_acquire); };
+  const auto root = [&h] { return h.global.tail.load(std::memory_order_acquire); };
+  HmcsSpinlock::Token main_token, a, b, c;
+  main_token.numa_node = 0;
+  ASSERT_TRUE(h.enter(main_token));
+  EXPECT_TRUE(main_token.at_root);
+  EXPECT_EQ(tail(0), nullptr);  // no node lock taken
+  std::string order;            // appended under the lock only
+  const auto waiter = [&](HmcsSpinlock::Token& t, int node, char name) {
+    t.numa_node = node;
+    return std::thread([&, name] {
+      acquire(t);
+      EXPECT_FALSE(t.at_root) << name;  // the lock was busy: the two-level path
+      order += name;
+      h.leave(t);
+    });
+  };
+  std::thread ta = waiter(a, 1, 'A');  // node 1's head: queues node 1 at the root, behind the holder
+  while (root() != &h.locals[1].global_token) std::this_thread::yield();
+  std::thread tb = waiter(b, 0, 'B');  // node 0's head: queues node 0 at the root, behind node 1
+  while (root() != &h.locals[0].global_token) std::this_thread::yield();
+  std::thread tc = waiter(c, 0, 'C');  // behind B in node 0's queue
+  while (b.next_acquire() != &c) std::this_thread::yield();
+  h.leave(main_token);
+  for (std::thread* t : {&ta, &tb, &tc}) t->join();
+  EXPECT_EQ(order, "ABC");  // the two-level path would pass to B and C first (node 0's queue), then A
+  EXPECT_EQ(root(), nullptr);
+  EXPECT_EQ(tail(0), nullptr);
+  EXPECT_EQ(tail(1), nullptr);
+  HmcsSpinlock::Token again;
+  again.numa_node = 1;
+  EXPECT_TRUE(h.try_enter(again));  // free again: the fast path's trylock takes the root alone
+  EXPECT_TRUE(again.at_root);
+  EXPECT_FALSE(h.try_enter(a));  // held at the root: a trylock fails on either node
+  h.leave(again);
+}
+
+// Fast-path and two-level acquirers mixed: the test thread takes the free lock (the fast path) and lets workers of
+// two nodes queue behind it (the two-level path), then workers come and go, idling between some acquisitions so the
+// lock is now free, now queued. The counter only the lock protects and lock_stat's counts are exact.
+TEST(HmcsFastPath, MutualExclusionWhenFastPathAndQueuedAcquirersMix) {
+  constexpr int kThreads = 4;
+  constexpr uint64_t kIters = 20000;
+  LockDomain dom(config_for(LockKind::hmcs), /*lockstat=*/true, oversubscribed(kThreads));
+  dom.reset_stats(kThreads);
+  Lock lock(dom, "zone->lock");
+  uint64_t counter = 0;  // deliberately not atomic
+  std::atomic<uint64_t> fast{0};
+  std::atomic<int> started{0};
+  LockToken held;
+  lock.lock(held);  // the test thread is not attached: not counted
+  ASSERT_TRUE(held.hmcs.at_root);
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kThreads; ++w)
+    ts.emplace_back([&, w] {
+      dom.attach(w, w, w % 2);
+      started.fetch_add(1);
+      uint64_t mine = 0;
+      for (uint64_t i = 0; i < kIters; ++i) {
+        LockToken t;
+        lock.lock(t);
+        counter = counter + 1;
+        mine += t.hmcs.at_root;
+        lock.unlock(t);
+        if ((i + uint64_t(w)) % 8 == 0) spin_for_ns(200);  // come and go: the lock falls free at times
+      }
+      fast.fetch_add(mine);
+      LockDomain::detach();
+    });
+  while (started.load() != kThreads) std::this_thread::yield();
+  lock.unlock(held);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(counter, kIters * kThreads);
+  const auto rows = dom.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, kIters * kThreads);
+  EXPECT_EQ(rows[0].handoffs_local + rows[0].handoffs_remote, rows[0].contentions);
+  std::printf("hmcs: %llu of %llu acquisitions on the fast path, %llu contended\n", (unsigned long long)fast.load(),
+              (unsigned long long)(kIters * kThreads), (unsigned long long)rows[0].contentions);
 }
 
 }  // namespace

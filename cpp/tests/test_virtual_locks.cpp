@@ -34,8 +34,11 @@ struct Queue {
       list.push_back(waiters[i]);
     }
   }
-  VRelease release(int releaser, vt::vtime now, uint32_t batch = 0) const {
-    return {releaser, now, list, costs, states, batch};
+  // `taken_free`: the releaser took the lock free (VRelease::taken_free).
+  VRelease release(int releaser, vt::vtime now, uint32_t batch = 0, bool taken_free = false) const {
+    VRelease r{releaser, now, list, costs, states, batch};
+    r.taken_free = taken_free;
+    return r;
   }
 
   const CostModel& costs;
@@ -187,7 +190,7 @@ TEST(VirtualHandoff, CohortPassesLocallyThenLetsEveryNodesHeadRace) {
   EXPECT_GE(h.wakes[0].at, late);
 }
 
-TEST(VirtualHandoff, HmcsPassesLocallyThenToTheNextNodeInOrder) {
+TEST(VirtualHandoff, HmcsPassesLocallyThenInRootOrderAndFromTheFastPathToTheOldest) {
   const CostModel m = model(4);
   const Queue q(m, {5, 1, 2});
   VHandoff h = HmcsSpinlock::vhandoff(q.release(0, 0));
@@ -199,6 +202,18 @@ TEST(VirtualHandoff, HmcsPassesLocallyThenToTheNextNodeInOrder) {
   EXPECT_FALSE(h.batch);
   EXPECT_EQ(h.wakes[0].cpu, 5);
   EXPECT_EQ(h.wakes[0].at, 40 * kNs);
+  // A holder that took the lock free (AHMCS's fast path) holds the root alone: the root's next entry is the oldest
+  // waiter's node, whatever the node of the releaser, and no batch starts.
+  const Queue local_first(m, {1, 5, 2});
+  h = HmcsSpinlock::vhandoff(q.release(0, 0, 0, /*taken_free=*/true));
+  EXPECT_TRUE(h.owned);
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 5);
+  EXPECT_EQ(h.wakes[0].at, 40 * kNs);
+  h = HmcsSpinlock::vhandoff(local_first.release(0, 0, 0, /*taken_free=*/true));
+  EXPECT_FALSE(h.batch);
+  EXPECT_EQ(h.wakes[0].cpu, 1);
+  EXPECT_EQ(h.wakes[0].at, 20 * kNs);
 }
 
 TEST(VirtualHandoff, ShfllockHeadIsTheShuffledLocalWaiterAndRaces) {
@@ -390,6 +405,37 @@ TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
   EXPECT_EQ(rows[0].hold_min_ns, 100.0);  // exactly: virtual time
   EXPECT_EQ(rows[0].hold_max_ns, 100.0);
   EXPECT_GT(rows[0].contentions, 0u);
+}
+
+// hmcs on the simulator's fibers: CPU 0 takes the free lock (AHMCS's fast path: the root alone), CPU 2 (the other
+// socket) queues, then CPU 1 (CPU 0's socket). The release goes to CPU 2, the root's next entry; a holder of node 0's
+// lock would have passed it to CPU 1 first.
+TEST(VirtualLock, HmcsFastPathHolderReleasesInRootOrder) {
+  const auto profile = two_sockets(2);
+  CostModel m(profile, Costs::table, {0, 1, 2}, 1.0);  // CPUs 0 and 1 on socket 0, CPU 2 on socket 1
+  const CostScope scope(&m);
+  const VirtualClockScope vclock;
+  LockConfig c;
+  c.set("zone->lock", "hmcs");
+  LockDomain d(c, true, false, &m);
+  d.reset_stats(3);
+  Lock l(d, "zone->lock");
+  std::vector<int> order;
+  vt::Simulator sim;
+  sim.run(3, [&](int cpu) {
+    d.attach(cpu, cpu);
+    spin_for_ticks(ns_to_ticks(cpu == 0 ? 0 : cpu == 2 ? 100 : 200));  // arrivals: 0, then 2, then 1
+    LockToken t;
+    l.lock(t);
+    order.push_back(cpu);
+    spin_for_ticks(ns_to_ticks(1000));
+    l.unlock(t);
+  });
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
+  const std::vector<LockStatRow> rows = d.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, 3u);
+  EXPECT_EQ(rows[0].contentions, 2u);
 }
 
 TEST(VirtualRun, RefusesOptionsThatMakeNoSenseThere) {

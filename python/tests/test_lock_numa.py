@@ -10,7 +10,9 @@ from alloclab.studies import lock_numa
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    part = lock_numa.project("xeon-8380-2s", ["mcs", "cna", "ticket"], [1, 16], iterations=100, progress=False)
+    part = lock_numa.project(
+        "xeon-8380-2s", ["mcs", "cna", "cohort", "hmcs", "ticket"], [1, 16], iterations=100, progress=False
+    )
     return lock_numa.summarize(part.runs, part.workers)
 
 
@@ -31,6 +33,16 @@ def test_cna_keeps_hand_offs_on_the_node_and_beats_mcs_when_scattered(table):
     assert at.loc[("scatter", 16, "cna"), "vs_mcs"] > 1.0
     # On one node every hand-off is local, for every kind.
     assert (table.query("placement == 'compact' and threads == 16")["handoff_local_share"] == 1.0).all()
+
+
+@pytest.mark.parametrize("kind", ["cohort", "hmcs"])
+def test_cohort_kinds_keep_hand_offs_on_the_node_far_more_than_mcs_when_scattered(table, kind):
+    # hmcs takes a free lock at the root alone (AHMCS's fast path) and releases it in root order: its share must
+    # still stay far above MCS's, whose FIFO over a scattered queue hands off locally about half the time.
+    at = table.set_index(["placement", "threads", "lock"])
+    share = at.loc[("scatter", 16, kind), "handoff_local_share"]
+    assert share > 0.9 > at.loc[("scatter", 16, "mcs"), "handoff_local_share"]
+    assert share > at.loc[("scatter", 16, "mcs"), "handoff_local_share"] + 0.3
 
 
 def test_winners_name_the_fastest_kind_per_span_and_ties():

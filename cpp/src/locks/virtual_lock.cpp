@@ -25,10 +25,12 @@ VHandoff handoff(LockKind k, const VRelease& r) {
 // Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: one atomic RMW on the lock word,
 // which first comes from its last writer's cache. Call at a sync point.
 void take(VirtualLock& v, int cpu, CostModel& m, bool shared) {
-  if (shared)
+  if (shared) {
     ++v.readers;
-  else
+  } else {
     v.holder = cpu;
+    v.taken_free = true;
+  }
   const vt::vtime fetch = v.last >= 0 ? m.transfer(v.last, cpu) : 0;
   v.last = cpu;
   m.pay(m.op(Op::atomic_rmw) + fetch);
@@ -122,6 +124,7 @@ void Lock::vunlock(LockToken& t, bool read) {
   } else {
     VRelease r{self, now, v.queue.waiters(), m, domain_->vwait_states(), v.batch, v.released_at};
     r.handoff = v.handoff;
+    r.taken_free = v.taken_free;
     const VHandoff h = handoff(kind_, r);
     v.batch = h.batch ? v.batch + 1 : 0;
     if (h.readers > 0) {
@@ -137,6 +140,7 @@ void Lock::vunlock(LockToken& t, bool read) {
         v.holder = h.wakes[0].cpu;
         v.last = h.wakes[0].cpu;
         v.handoff = false;
+        v.taken_free = false;
       }
       // Latest first: a CPU woken at the release time itself may come before this one (a lower id), and a wake-up
       // must come from the first CPU in virtual time.

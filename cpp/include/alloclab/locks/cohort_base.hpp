@@ -8,7 +8,8 @@
 // a row; otherwise it releases the global lock, then passes the local lock alone (its successor must take the global
 // lock itself). The global lock must be thread-oblivious (released by another thread than the one that took it):
 // `Global` is a kind whose token belongs to the node (a TTAS word for C-BO-MCS; the node's own queue node at the
-// root for HMCS). A waiter's node is its worker's model node, folded modulo kMaxNodes.
+// root for HMCS). A waiter's node is its worker's model node, folded modulo kMaxNodes. Uncontended, an acquisition
+// takes both levels and its release gives both back (hmcs.hpp adds AHMCS's fast path, which takes the root alone).
 // Leaves out: more than two levels, and the cohort detection of locks whose local queue cannot tell (MCS can).
 #pragma once
 

@@ -36,6 +36,8 @@ struct VRelease {
   uint32_t batch = 0;              // hand-offs in a row the kind kept within one node (VHandoff::batch), before this
   vt::vtime previous_release = 0;  // the lock's release before this one (0: none)
   bool handoff = false;            // rwsem: the head waiter has set RWSEM_FLAG_HANDOFF (VirtualLock::handoff)
+  bool taken_free = false;         // the releaser took the lock free, not from a hand-off (VirtualLock::taken_free):
+                                   // hmcs's fast path
 
   vt::vtime transfer_to(int cpu) const { return costs.transfer(releaser, cpu); }
   int node_of(int cpu) const { return costs.node_of(cpu); }

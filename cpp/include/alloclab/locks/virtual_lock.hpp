@@ -36,6 +36,7 @@ struct VirtualLock {
   int last = -1;              // the CPU whose cache holds the lock word: its last writer (-1: never written)
   uint32_t batch = 0;         // NUMA-aware kinds: hand-offs in a row kept within one node (VHandoff::batch)
   vt::vtime released_at = 0;  // the last release (0: none yet)
+  bool taken_free = false;    // its holder took it free (uncontended, or a race won), not from an owned hand-off
 };
 
 }  // namespace alloclab

@@ -1,4 +1,4 @@
-// The HMCS lock's hand-off in virtual time (see kinds/hmcs.hpp; its real code is cohort_base.hpp's).
+// The HMCS lock's hand-off in virtual time (see kinds/hmcs.hpp; its real code is there and in cohort_base.hpp).
 #include "alloclab/locks/kinds/hmcs.hpp"
 
 namespace alloclab {
@@ -6,10 +6,14 @@ namespace alloclab {
 VHandoff HmcsSpinlock::vhandoff(const VRelease& r) {
   VHandoff h;
   const int node = r.node_of(r.releaser);
-  const vt::Waiter* win = r.batch < kBatchLimit ? oldest_on_node(r, node) : nullptr;
-  if (win) {
-    h.batch = true;
-  } else {
+  const vt::Waiter* win = nullptr;
+  if (r.taken_free) {
+    win = &r.waiters.front();  // the fast path's root release: the root's next entry is the oldest waiter's node
+  } else if (r.batch < kBatchLimit) {
+    win = oldest_on_node(r, node);
+    h.batch = win != nullptr;
+  }
+  if (!win) {
     for (const vt::Waiter& w : r.waiters)
       if (r.node_of(w.cpu) != node) {
         win = &w;

@@ -5,9 +5,14 @@
 // (TtasSpinlock) as the global lock: a node keeps the lock for up to kLimit local hand-offs, then releases the global
 // lock, which the local heads of every node (its own next waiter among them) race for with backoff.
 // Fairness: none between nodes (the global lock is a race, usually won by the nearest), FIFO within a node's batch.
-// Cost: a local hand-off is one transfer within the node; a global one, the release, the race, and a local pass.
+// Cost: uncontended, an exchange on the node's queue tail and one on the global word to acquire, a store to the
+// global word and a compare-and-swap on the queue tail to release (three RMWs and a store; MCS needs two RMWs, the
+// floor of one exchange and one store one). Contended, a local hand-off is one transfer within the node; a global
+// one, the release, the race, and a local pass.
 // On one node it is an MCS lock that every kLimit hand-offs lets its next waiter take a free TTAS word.
-// Leaves out: what cohort_base.hpp leaves out.
+// Leaves out: what cohort_base.hpp leaves out, and a fast path: we found none published for C-BO-MCS (the cohort
+// papers above, LiTL's cbomcs.c take both levels every time). AHMCS's fast path (hmcs.hpp) is published for HMCS
+// only; taking the global word alone when everything is free would be a design of our own, not C-BO-MCS.
 #pragma once
 
 #include "alloclab/locks/cohort_base.hpp"
