@@ -64,7 +64,8 @@ double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, 
 // index.
 double page_op_ns(PageOp op, int pu, size_t bytes, int trials);
 
-// Core clock (GHz) of host PU `pu` from a dependent add chain, median of `trials`. Returns 0 where no such chain is
+// Core clock (GHz) of host PU `pu` from a dependent add chain timed by the thread's CPU time (so that a busy host's
+// other tasks do not slow it), median of `trials`. Returns 0 where no such chain is
 // available (not x86-64); the caller then uses /proc/cpuinfo.
 double core_ghz(int pu, int trials);
 
