@@ -6,8 +6,6 @@
 
 namespace alloclab::vt {
 
-int current_cpu() noexcept { return Simulator::current_cpu(); }
-
 namespace {
 
 constexpr uint32_t kPollEvery = 1024;  // scheduling decisions between two host-clock reads
@@ -35,7 +33,7 @@ void Simulator::clock_overflow(const VCpu& c, vtime dt) {
 
 Simulator& Simulator::on_a_fiber() {
   Simulator* const s = tls_current_;
-  if (!s || s->current_ < 0) not_on_a_fiber();
+  if (!s || detail::tls_vcpu < 0) not_on_a_fiber();
   return *s;
 }
 
@@ -49,10 +47,10 @@ void Simulator::run(int nr_cpus, std::function<void(int cpu)> body) {
   if (cpus_) throw std::logic_error("run: this simulator is already running");
 
   Simulator* const outer = std::exchange(tls_current_, this);
+  const int outer_cpu = std::exchange(detail::tls_vcpu, -1);  // a run inside another run's fiber
   Fiber host;
   host_ = &host;
   nr_cpus_ = nr_cpus;
-  current_ = -1;
   finished_ = 0;
   poll_countdown_ = kPollEvery;
   poll_requested_ = false;
@@ -76,6 +74,7 @@ void Simulator::run(int nr_cpus, std::function<void(int cpu)> body) {
   end_run();
   host_ = nullptr;
   tls_current_ = outer;
+  detail::tls_vcpu = outer_cpu;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
@@ -84,10 +83,10 @@ void Simulator::schedule() {
   while (!ready_.empty() && !error_) {
     VCpu& c = cpus_[ready_.pop()];
     if (!c.polling) idle_polls_ = 0;  // a CPU that is not polling may change what the pollers wait for
-    current_ = c.cpu;
+    detail::tls_vcpu = c.cpu;
     host_->switch_to(*c.fiber);
-    VCpu& back = cpus_[current_];  // the CPU that switched here
-    current_ = -1;
+    VCpu& back = cpus_[detail::tls_vcpu];  // the CPU that switched here
+    detail::tls_vcpu = -1;
     if (back.fiber->finished()) {
       back.state = State::finished;
       ++finished_;
@@ -102,7 +101,7 @@ void Simulator::schedule() {
 void Simulator::switch_cpu(VCpu& c, int next) {
   VCpu& n = cpus_[next];
   if (!n.polling) idle_polls_ = 0;  // a CPU that is not polling may change what the pollers wait for
-  current_ = next;
+  detail::tls_vcpu = next;
   c.fiber->switch_to(*n.fiber);
 }
 
@@ -136,10 +135,10 @@ void Simulator::end_run() noexcept {
   for (int i = 0; i < nr_cpus_; ++i) {
     VCpu& c = cpus_[i];
     if (!c.fiber || c.fiber->finished()) continue;
-    current_ = i;
+    detail::tls_vcpu = i;
     c.fiber->unwind();
   }
-  current_ = -1;
+  detail::tls_vcpu = -1;
   unwinding_ = false;
   cpus_.reset();
   ready_.clear();
@@ -211,8 +210,7 @@ std::string Simulator::describe_waits() const {
   return text;
 }
 
-void Simulator::require_sync_point(const VCpu& c, const char* op, const std::string& what) const {
-  if (unwinding_ || !ready_.before(c.clock, c.cpu)) return;
+void Simulator::not_a_sync_point(const VCpu& c, const char* op, const std::string& what) const {
   const VCpu& first = cpus_[ready_.top_cpu()];
   throw std::logic_error(std::string(op) + ": cpu " + std::to_string(c.cpu) + " touches '" + what + "' at " +
                          format_vtime(c.clock) + " before cpu " + std::to_string(first.cpu) + " has run to " +

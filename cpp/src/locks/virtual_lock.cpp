@@ -48,7 +48,7 @@ bool readable(const VirtualLock& v) { return v.holder < 0 && !v.handoff && (v.qu
 void Lock::vlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::current_cpu();
+  const int self = vt::Simulator::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (shared ? readable(v) : free(v) && !v.handoff) {
@@ -86,7 +86,7 @@ void Lock::vlock(LockToken& t, bool read) {
 bool Lock::vtrylock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::current_cpu();
+  const int self = vt::Simulator::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (!(shared ? readable(v) : free(v) && !v.handoff)) {
@@ -102,7 +102,7 @@ bool Lock::vtrylock(LockToken& t, bool read) {
 void Lock::vunlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::current_cpu();
+  const int self = vt::Simulator::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (shared ? v.readers == 0 || v.holder >= 0 : v.holder != self)

@@ -54,40 +54,18 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
   lines_.assign(size_t(1) << 16, LineState{});
 }
 
-vt::vtime CostModel::transfer(int a, int b) const { return transfer_ps_[size_t(a) * pu_of_cpu_.size() + size_t(b)]; }
-
-int CostModel::self() const {
-  const int c = vt::Simulator::current_cpu();
-  if (c < 0 || c >= nr_cpus()) throw std::logic_error("cost model: called outside the run's virtual CPUs");
-  return c;
-}
+void CostModel::outside_run() { throw std::logic_error("cost model: called outside the run's virtual CPUs"); }
 
 void CostModel::restart_host_clock() { restart(self()); }
 
-void CostModel::restart(int cpu) noexcept {
-  if (costs_ == Costs::measured) host_mark_[size_t(cpu)] = host_ticks();
-}
-
-void CostModel::sync() {
+void CostModel::sync_measured() {
   vt::Simulator& sim = *vt::Simulator::current();
   const int c = self();
-  if (costs_ == Costs::measured) {
-    const uint64_t now = host_ticks();
-    if (host_mark_[size_t(c)])
-      sim.advance(ps(double(now - host_mark_[size_t(c)]) * clock_calibration().ns_per_tick * host_to_profile_));
-    sim.sync();
-    host_mark_[size_t(c)] = host_ticks();
-    return;
-  }
+  const uint64_t now = host_ticks();
+  if (host_mark_[size_t(c)])
+    sim.advance(ps(double(now - host_mark_[size_t(c)]) * clock_calibration().ns_per_tick * host_to_profile_));
   sim.sync();
-}
-
-vt::vtime CostModel::now() const { return vt::Simulator::current()->now(); }
-
-void CostModel::pay(vt::vtime ps) { vt::Simulator::current()->advance(ps); }
-
-void CostModel::charge(Op o, uint64_t n) {
-  if (costs_ == Costs::table) vt::Simulator::current()->advance(op_ps_[size_t(o)] * n);
+  host_mark_[size_t(c)] = host_ticks();
 }
 
 CostModel::LineState& CostModel::line(const void* p) {

@@ -87,7 +87,7 @@ class Simulator {
   // The simulator running on this host thread (nullptr outside run(), so real-clock code can tell), and the virtual
   // CPU whose fiber calls (-1 outside a fiber, e.g. in Options::poll).
   static Simulator* current() noexcept { return tls_current_; }
-  static int current_cpu() noexcept { return tls_current_ ? tls_current_->current_ : -1; }
+  static int current_cpu() noexcept { return detail::tls_vcpu; }
 
   // The number of virtual CPUs of the current run (0 outside run()).
   int nr_cpus() const noexcept { return nr_cpus_; }
@@ -147,9 +147,10 @@ class Simulator {
   };
 
   VCpu& self() const {
-    if (current_ < 0) [[unlikely]]
+    const int cpu = detail::tls_vcpu;
+    if (cpu < 0) [[unlikely]]
       not_on_a_fiber();
-    return cpus_[current_];
+    return cpus_[cpu];
   }
   void charge(VCpu& c, vtime dt) {
     if (__builtin_add_overflow(c.clock, dt, &c.clock)) [[unlikely]]
@@ -173,7 +174,11 @@ class Simulator {
   // A failed wait_until check: counts it, and at the livelock threshold ends the run with VirtualDeadlock.
   void failed_poll(VCpu& c);
   // Throws std::logic_error unless `c` is the earliest runnable CPU ("op" and "what" name the operation).
-  void require_sync_point(const VCpu& c, const char* op, const std::string& what) const;
+  void require_sync_point(const VCpu& c, const char* op, const std::string& what) const {
+    if (!unwinding_ && ready_.before(c.clock, c.cpu)) [[unlikely]]
+      not_a_sync_point(c, op, what);
+  }
+  [[noreturn]] void not_a_sync_point(const VCpu& c, const char* op, const std::string& what) const;
   // WaitQueue's side: the simulator of the calling fiber; the calling CPU waits on `q` (at its head with `first`);
   // `w` of `q` is woken at `at`; the waiter of `cpu`, if any.
   static Simulator& on_a_fiber();
@@ -193,14 +198,14 @@ class Simulator {
   // Unwinds every unfinished fiber in CPU order, then frees the run's state.
   void end_run() noexcept;
 
-  static inline constinit thread_local Simulator* tls_current_ = nullptr;
+  // The CPU whose fiber runs is detail::tls_vcpu (vclock.hpp): -1 in the scheduler.
+  [[gnu::tls_model("initial-exec")]] static inline constinit thread_local Simulator* tls_current_ = nullptr;
 
   Options opts_;
   Fiber* host_ = nullptr;         // the host thread's context during run()
   std::unique_ptr<VCpu[]> cpus_;  // the run's virtual CPUs (null between runs)
   ReadyQueue ready_;              // the runnable CPUs but the running one
   int nr_cpus_ = 0;
-  int current_ = -1;             // the CPU whose fiber runs, -1 in the scheduler
   int finished_ = 0;             // bodies that have returned
   uint32_t poll_countdown_ = 1;  // scheduling decisions until the host clock is read
   bool poll_requested_ = false;  // a fiber switched to the scheduler so that it calls Options::poll

@@ -22,8 +22,14 @@ inline constexpr vtime kSecond = 1'000 * kMillisecond;
 // is the same on every host); below one nanosecond, whole picoseconds ("300 ps").
 std::string format_vtime(vtime t);
 
+namespace detail {
+// The virtual CPU whose fiber runs on this host thread, -1 outside the simulator's fibers. Written by the simulator
+// (scheduler.cpp) alone; initial-exec, so that reading it is one load in the Python module too.
+[[gnu::tls_model("initial-exec")]] inline constinit thread_local int tls_vcpu = -1;
+}  // namespace detail
+
 // The virtual CPU whose fiber calls (Simulator::current_cpu()), -1 outside the simulator's fibers: for code that must
 // not include the simulator to know which clock it runs on.
-int current_cpu() noexcept;
+inline int current_cpu() noexcept { return detail::tls_vcpu; }
 
 }  // namespace alloclab::vt

@@ -26,7 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "alloclab/base/clock.hpp"
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/base/scheduler.hpp"
 #include "alloclab/base/vclock.hpp"
 #include "alloclab/topology/machine_profile.hpp"
 
@@ -62,21 +64,30 @@ class CostModel {
 
   // Costs in picoseconds.
   vt::vtime op(Op o) const { return op_ps_[size_t(o)]; }
-  vt::vtime transfer(int cpu_a, int cpu_b) const;  // a cache line from virtual CPU a's cache to b's (0 for a == b)
+  // A cache line from virtual CPU a's cache to b's (0 for a == b).
+  vt::vtime transfer(int cpu_a, int cpu_b) const {
+    return transfer_ps_[size_t(cpu_a) * pu_of_cpu_.size() + size_t(cpu_b)];
+  }
   vt::vtime wakeup() const { return wakeup_ps_; }  // FUTEX_WAKE until the woken thread runs
   // One iteration of a spin-wait loop (`while (READ_ONCE(x)) cpu_relax();`): a PAUSE and a look at the line in L1.
   vt::vtime spin_step() const { return op(Op::pause) + op(Op::line_access); }
 
   // ---- what the calling virtual CPU does (call on the simulator's fibers) ----
   // Its clock.
-  vt::vtime now() const;
+  vt::vtime now() const { return sim().now(); }
   // A hardware event that does not run on the host (a line transfer, a lock word's RMW in a virtual lock, a wake-up):
   // charged with both kinds of costs.
-  void pay(vt::vtime ps);
+  void pay(vt::vtime ps) { sim().advance(ps); }
   // A sync point: with measured costs, charges the host time since the last one first.
-  void sync();
+  void sync() {
+    if (costs_ == Costs::measured) [[unlikely]]
+      return sync_measured();
+    sim().sync();
+  }
   // Model work of `n` operations `o`: charged with table costs, already in the host time with measured ones.
-  void charge(Op o, uint64_t n);
+  void charge(Op o, uint64_t n) {
+    if (costs_ == Costs::table) sim().advance(op_ps_[size_t(o)] * n);
+  }
   // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
   void touch(const void* line, bool write);
   // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
@@ -119,8 +130,26 @@ class CostModel {
     std::array<int16_t, 3> readers{};
   };
   LineState& line(const void* p);
-  int self() const;
-  void restart(int cpu) noexcept;
+  // The calling virtual CPU; std::logic_error outside the run's CPUs.
+  int self() const {
+    const int c = vt::Simulator::current_cpu();
+    if (unsigned(c) >= unsigned(nr_cpus())) [[unlikely]]
+      outside_run();
+    return c;
+  }
+  // The simulator running the calling fiber; std::logic_error outside a run (its own calls check the fiber).
+  static vt::Simulator& sim() {
+    vt::Simulator* const s = vt::Simulator::current();
+    if (!s) [[unlikely]]
+      outside_run();
+    return *s;
+  }
+  [[noreturn]] static void outside_run();
+  void restart(int cpu) noexcept {
+    if (costs_ == Costs::measured) [[unlikely]]
+      host_mark_[size_t(cpu)] = host_ticks();
+  }
+  void sync_measured();
   void stream(uint64_t bytes, int node, vt::vtime at_least);
 
   std::shared_ptr<const MachineProfile> profile_;
