@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .machines import profile_fields
+from .machines import UNITS, profile_fields
 
 __all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "calibrate", "to_toml"]
 
@@ -54,15 +54,6 @@ REPEATS_RANGE = (1, 50)
 WIDE_SPREAD = 0.25
 #: One round's measurements: ``{"section.field": (value, how it was measured)}``.
 _Results = dict[str, tuple[float, str]]
-#: The unit of each section's numbers, for the spread in the source text.
-_UNITS = {
-    "clock": "GHz",
-    "transfer_ns": "ns",
-    "wakeup_ns": "ns",
-    "bandwidth_gbs": "GB/s",
-    "page_ns": "ns",
-    "op_cycles": "cycles",
-}
 
 
 def calibrate(
@@ -198,7 +189,7 @@ def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], list[
         section, field = key.split(".")
         values = [r[key][0] for r in rounds]
         median = statistics.median(values)
-        unit = _UNITS[section]
+        unit = UNITS[section]
         if len(values) == 1:
             spread = "one run (repeats=1: no spread measured)"
         else:
