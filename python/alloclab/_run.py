@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import _core
+from ._checks import check_int, is_integer
 from .kernel import format_perf_lock
 from .machines import Machine
 from .machines import machine as load_machine
@@ -254,7 +255,7 @@ def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tupl
         _flag("lockstat", options["lockstat"]),
         _locks(options["locks"]),
         _flag("strict", options["strict"]),
-        _seed(options["seed"]),
+        check_int("seed", options["seed"], 0, _INT64[1]),  # the binding takes an int64
         _seconds("timeout_s", options["timeout_s"]),
         _seconds("min_time_s", options["min_time_s"]),
         _flag("grow", options["grow"]),
@@ -270,19 +271,9 @@ def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tupl
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def _is_integer(value: Any) -> bool:
-    if isinstance(value, (bool, float)):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
 def _check_int_width(name: str, value: Any, scenario: str) -> None:
     """Integers wider than 64 bits would fail inside pybind11 with a RuntimeError; name the parameter instead."""
-    if not _is_integer(value):
+    if not is_integer(value):
         return
     v = operator.index(value)
     if _INT64[0] <= v <= _INT64[1]:
@@ -322,7 +313,7 @@ def _placement(placement: Any) -> Any:
     if isinstance(placement, str):
         return placement
     items = None if isinstance(placement, (bytes, Mapping)) or not isinstance(placement, Iterable) else list(placement)
-    if items is None or not all(_is_integer(p) for p in items):
+    if items is None or not all(is_integer(p) for p in items):
         raise ValueError(f"placement: expected 'compact', 'scatter' or a list of model PU numbers, got {placement!r}")
     return [operator.index(p) for p in items]
 
@@ -333,16 +324,6 @@ def _locks(locks: Any) -> dict[Any, Any]:
     if not isinstance(locks, Mapping):
         raise ValueError(f"locks: expected a mapping of lock class -> lock kind, got {locks!r}")
     return dict(locks)
-
-
-def _seed(seed: Any) -> int:
-    """The seed as an int that fits the binding's int64 (a negative one is the engine's to refuse)."""
-    if not _is_integer(seed):
-        raise ValueError(f"seed: expected an integer, got {seed!r} (allowed: 0..{_INT64[1]})")
-    value = operator.index(seed)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise ValueError(f"seed: value out of range: {value} (allowed: 0..{_INT64[1]})")
-    return value
 
 
 def _seconds(name: str, value: Any) -> float:

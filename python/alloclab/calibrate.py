@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._checks import check_int
 from .machines import UNITS, profile_fields
 
 __all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "calibrate", "to_toml"]
@@ -81,7 +82,7 @@ def calibrate(
             only) or the result is not a valid profile.
         RuntimeError: a measurement thread could not be pinned to its PU.
     """
-    runs = _check_repeats(REPEATS[1 if quick else 0] if repeats is None else repeats)
+    runs = check_int("repeats", REPEATS[1 if quick else 0] if repeats is None else repeats, *REPEATS_RANGE)
     cpu = _cpu_model()
     when = dt.datetime.now(dt.UTC).date().isoformat()
     run = _Run(quick, f"calibrated on {cpu} with alloclab calibrate on {when}", log)
@@ -156,16 +157,6 @@ class _Run:
         if self.log:
             self.log(self.round + shown)
         return value, how
-
-
-def _check_repeats(repeats: Any) -> int:
-    """``repeats`` as an int; a ValueError naming it unless it is an integer in ``REPEATS_RANGE``."""
-    lo, hi = REPEATS_RANGE
-    if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer):
-        raise ValueError(f"repeats: expected an integer, got {repeats!r} (allowed: {lo}..{hi})")
-    if not lo <= repeats <= hi:
-        raise ValueError(f"repeats: value out of range: {repeats} (allowed: {lo}..{hi})")
-    return int(repeats)
 
 
 def _measure_all(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]], pu: int) -> _Results:
