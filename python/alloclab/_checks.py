@@ -25,12 +25,13 @@ def is_integer(value: Any) -> bool:
     return True
 
 
-def check_int(name: str, value: Any, lo: int, hi: int) -> int:
-    """``value`` as an int when it is an integer (:func:`is_integer`) in ``lo..hi``; otherwise a ``ValueError`` that
-    names ``name``, the value and the allowed range."""
+def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
+    """``value`` as an int when it is an integer (:func:`is_integer`) in ``lo..hi`` (``hi`` None: no upper bound);
+    otherwise a ``ValueError`` that names ``name``, the value and the allowed range (``lo..hi``, or ``>= lo``)."""
+    allowed = f">= {lo}" if hi is None else f"{lo}..{hi}"
     if not is_integer(value):
-        raise ValueError(f"{name}: expected an integer, got {value!r} (allowed: {lo}..{hi})")
+        raise ValueError(f"{name}: expected an integer, got {value!r} (allowed: {allowed})")
     number = operator.index(value)
-    if not lo <= number <= hi:
-        raise ValueError(f"{name}: value out of range: {number} (allowed: {lo}..{hi})")
+    if number < lo or (hi is not None and number > hi):
+        raise ValueError(f"{name}: value out of range: {number} (allowed: {allowed})")
     return number
