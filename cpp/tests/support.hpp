@@ -32,8 +32,15 @@ inline const alloclab::Value& summary_value(const alloclab::RunResult& r, const 
     if (k == key) return v;
   throw std::out_of_range("summary has no '" + key + "'");
 }
-inline int64_t summary_int(const alloclab::RunResult& r, const std::string& key) {
-  return std::get<int64_t>(summary_value(r, key));
+// The integer summary value `key` (the engine's int64_t), as `Int` (uint64_t for tests that count in unsigned);
+// throws std::bad_variant_access when the value is not an integer.
+template <typename Int = int64_t>
+Int summary_int(const alloclab::RunResult& r, const std::string& key) {
+  return Int(std::get<int64_t>(summary_value(r, key)));
+}
+// The boolean summary value `key`; throws std::bad_variant_access when the value is not a bool.
+inline bool summary_bool(const alloclab::RunResult& r, const std::string& key) {
+  return std::get<bool>(summary_value(r, key));
 }
 // A run's lock_stat acquisitions of class `cls` (0 when the class has no row).
 inline uint64_t lockstat_acquisitions(const alloclab::RunResult& r, const std::string& cls) {

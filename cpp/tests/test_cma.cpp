@@ -27,6 +27,9 @@ using namespace alloclab::mm;
 namespace {
 
 constexpr auto& invalid_argument_of = support::error_of;
+using support::summary_bool;
+using support::summary_int;
+using support::summary_value;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -603,12 +606,6 @@ RunResult run_cma(const std::string& topo, std::map<std::string, Value> params) 
   opt.model = Topology::synthetic(topo);
   return run("cma_concurrent", params, opt);
 }
-const Value& summary(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  throw std::out_of_range("summary has no '" + key + "'");
-}
-int64_t summary_int(const RunResult& r, const std::string& key) { return std::get<int64_t>(summary(r, key)); }
 double metric(const WorkerRow& w, const std::string& key) {
   for (const auto& [k, v] : w.metrics)
     if (k == key) return v;
@@ -629,8 +626,7 @@ TEST_P(CmaScenario, OneAreaPerNodeCountsAreExact) {
   const RunResult r = run_cma("node:2 core:1 pu:1",
                               {{"regions", int64_t(2)}, {"pages_per_region", int64_t(4096)}, {"alloc_mutex", mode}});
   ASSERT_EQ(r.workers.size(), 2u);
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   EXPECT_EQ(summary_int(r, "failures"), 0);
   EXPECT_EQ(summary_int(r, "pages_allocated"), 2 * 4096);
   const std::string cls = mode == "global" ? "cma_mutex" : "cma->alloc_mutex";
@@ -656,8 +652,8 @@ TEST_P(CmaScenario, OneAreaPerNodeCountsAreExact) {
   EXPECT_EQ(int64_t(row(r, "mapping->i_pages")->acquisitions), migrated);
   EXPECT_EQ(summary_int(r, "zone_lock_acquisitions"), summary_int(r, "zone_lock_expected"));
   // Sorted completion times.
-  EXPECT_LE(std::get<double>(summary(r, "completion_s_1")), std::get<double>(summary(r, "completion_s_2")));
-  EXPECT_GE(std::get<double>(summary(r, "ratio_slowest_fastest")), 1.0);
+  EXPECT_LE(std::get<double>(summary_value(r, "completion_s_1")), std::get<double>(summary_value(r, "completion_s_2")));
+  EXPECT_GE(std::get<double>(summary_value(r, "ratio_slowest_fastest")), 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cma, CmaScenario, ::testing::Values("global", "per_area"));
@@ -668,9 +664,8 @@ TEST(CmaScenarioRuns, SharedNodeGlobalMutexPerAreaFilesRealBacking) {
                                                      {"pages_per_region", int64_t(2048)},
                                                      {"files", std::string("per_area")},
                                                      {"backing", std::string("real")}});
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
-  EXPECT_TRUE(std::get<bool>(summary(r, "contents_ok")));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "contents_ok"));
   EXPECT_EQ(summary_int(r, "failures"), 0);
   EXPECT_EQ(row(r, "cma_mutex")->acquisitions, 3u);
 }
@@ -681,8 +676,7 @@ TEST(CmaScenarioRuns, PartialFillAndPartialAlloc) {
                                                      {"fill", 0.5},
                                                      {"alloc_pages", int64_t(1000)},
                                                      {"alloc_mutex", std::string("per_area")}});
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(metric(w, "filled_pages"), 2048.0);
     EXPECT_LE(metric(w, "pages_migrated"), 1000.0);

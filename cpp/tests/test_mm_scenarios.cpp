@@ -42,8 +42,8 @@ TEST_P(PcpRefillCheck, Order9TwoThreadsCountsAreExact) {
   EXPECT_EQ(summary_int(r, "pages_pulled"), 128);
   EXPECT_EQ(summary_int(r, "pages_checked_under_lock"), check == "in_lock" ? 512 * 128 : 0);
   EXPECT_EQ(summary_int(r, "pages_checked_after_unlock"), check == "after_unlock" ? 512 * 128 : 0);
-  EXPECT_TRUE(std::get<bool>(summary_value(r, "lock_counts_exact")));
-  EXPECT_TRUE(std::get<bool>(summary_value(r, "free_area_same_migratetypes")));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact"));
+  EXPECT_TRUE(summary_bool(r, "free_area_same_migratetypes"));
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(w.ops, 64u);
     EXPECT_EQ(w.lat_count, 64u);
@@ -75,7 +75,7 @@ TEST(PcpRefill, V67CountsAreExactToo) {
                                 {"count", int64_t(3000 >> order | 64)},
                                 {"batch_rule", std::string("v6.7")}});
     EXPECT_EQ(lockstat_acquisitions(r, "zone->lock"), uint64_t(summary_int(r, "zone_lock_expected"))) << order;
-    EXPECT_TRUE(std::get<bool>(summary_value(r, "lock_counts_exact"))) << order;
+    EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << order;
   }
 }
 

@@ -21,6 +21,8 @@ using namespace alloclab::vmalloc;
 
 namespace {
 
+using support::summary_value;
+
 constexpr unsigned long kBase = 0x100000000ul;  // a page-aligned base for hand-built trees
 
 VmapArea* make_va(VmapCpu& c, unsigned long start, unsigned long end) {
@@ -55,13 +57,8 @@ LockDomain& quiet_domain() {
   return d;
 }
 
-const Value& summary(const RunResult& r, const std::string& k) {
-  for (const auto& [name, v] : r.summary)
-    if (name == k) return v;
-  throw std::runtime_error("no summary field " + k);
-}
 double num(const RunResult& r, const std::string& k) {
-  const Value& v = summary(r, k);
+  const Value& v = summary_value(r, k);
   if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
   return std::get<double>(v);
 }
@@ -540,7 +537,7 @@ TEST(VmallocStress, BusyLockAcquisitionsPerAllocAreExactlyTwoAndOne) {
       const double k = std::string(mode) == "twice" ? 2 : 1;
       const std::string cls = nodes == 1 ? "vmap_area_lock" : "vn->busy.lock";
       SCOPED_TRACE(cls + " " + mode);
-      EXPECT_EQ(std::get<std::string>(summary(r, "busy_lock_class")), cls);
+      EXPECT_EQ(std::get<std::string>(summary_value(r, "busy_lock_class")), cls);
       EXPECT_EQ(num(r, "allocs"), 6000);
       EXPECT_EQ(num(r, "frees"), 6000);
       EXPECT_EQ(num(r, "alloc_failures"), 0);
@@ -686,7 +683,7 @@ TEST(VmallocStress, TestVmallocCountsAreExactPerTest) {
     EXPECT_EQ(num(r, "frees"), 4 * per_call);
     ASSERT_NE(lockstat_row(r, "vmap_area_lock"), nullptr);
     EXPECT_EQ(lockstat_row(r, "vmap_area_lock")->acquisitions, uint64_t(3 * 4 * per_call));
-    const std::string lines = std::get<std::string>(summary(r, "kernel_summary"));
+    const std::string lines = std::get<std::string>(summary_value(r, "kernel_summary"));
     const std::string line = "Summary: " + std::string(name) + " passed: 2 failed: 0 repeat: 2 loops: 30 avg: ";
     EXPECT_EQ(lines.rfind(line, 0), 0u) << lines;
     EXPECT_NE(lines.find("\n" + line), std::string::npos) << lines;  // the second worker's
