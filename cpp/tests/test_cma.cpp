@@ -30,6 +30,7 @@ constexpr auto& invalid_argument_of = support::error_of;
 using support::summary_bool;
 using support::summary_int;
 using support::summary_value;
+using support::worker_metric;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -606,16 +607,6 @@ RunResult run_cma(const std::string& topo, std::map<std::string, Value> params) 
   opt.model = Topology::synthetic(topo);
   return run("cma_concurrent", params, opt);
 }
-double metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return v;
-  throw std::out_of_range(key);
-}
-const LockStatRow* row(const RunResult& r, const std::string& cls) {
-  for (const auto& x : r.lockstat)
-    if (x.cls == cls) return &x;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -630,26 +621,27 @@ TEST_P(CmaScenario, OneAreaPerNodeCountsAreExact) {
   EXPECT_EQ(summary_int(r, "failures"), 0);
   EXPECT_EQ(summary_int(r, "pages_allocated"), 2 * 4096);
   const std::string cls = mode == "global" ? "cma_mutex" : "cma->alloc_mutex";
-  ASSERT_NE(row(r, cls), nullptr);
-  EXPECT_EQ(row(r, cls)->acquisitions, 2u);  // one attempt per worker
-  EXPECT_EQ(row(r, mode == "global" ? "cma->alloc_mutex" : "cma_mutex"), nullptr);
+  ASSERT_NE(r.lock_row(cls), nullptr);
+  EXPECT_EQ(r.lock_row(cls)->acquisitions, 2u);  // one attempt per worker
+  EXPECT_EQ(r.lock_row(mode == "global" ? "cma->alloc_mutex" : "cma_mutex"), nullptr);
   if (mode == "per_area") {
-    EXPECT_EQ(row(r, cls)->contentions, 0u);  // one worker per area: nothing to wait for
+    EXPECT_EQ(r.lock_row(cls)->contentions, 0u);  // one worker per area: nothing to wait for
   }
-  EXPECT_EQ(row(r, "cma->lock")->acquisitions, 2u);
-  EXPECT_EQ(row(r, "pcpu_drain_mutex")->acquisitions, 2u);
+  EXPECT_EQ(r.lock_row("cma->lock")->acquisitions, 2u);
+  EXPECT_EQ(r.lock_row("pcpu_drain_mutex")->acquisitions, 2u);
   int64_t migrated = 0;
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(w.slot.model_node, w.slot.worker);  // pinned to its area's node
-    EXPECT_EQ(metric(w, "pages"), 4096.0);
-    EXPECT_EQ(metric(w, "failed"), 0.0);
-    EXPECT_EQ(metric(w, "retries"), 0.0);
-    EXPECT_EQ(metric(w, "pages_migrated"), metric(w, "filled_pages"));  // every dd page moved, nothing else
-    EXPECT_GT(metric(w, "filled_pages"), 4096.0 * 0.9);
-    migrated += int64_t(metric(w, "pages_migrated"));
+    EXPECT_EQ(worker_metric(w, "pages"), 4096.0);
+    EXPECT_EQ(worker_metric(w, "failed"), 0.0);
+    EXPECT_EQ(worker_metric(w, "retries"), 0.0);
+    EXPECT_EQ(worker_metric(w, "pages_migrated"),
+              worker_metric(w, "filled_pages"));  // every dd page moved, nothing else
+    EXPECT_GT(worker_metric(w, "filled_pages"), 4096.0 * 0.9);
+    migrated += int64_t(worker_metric(w, "pages_migrated"));
   }
   EXPECT_EQ(summary_int(r, "pages_migrated"), migrated);
-  EXPECT_EQ(int64_t(row(r, "mapping->i_pages")->acquisitions), migrated);
+  EXPECT_EQ(int64_t(r.lock_row("mapping->i_pages")->acquisitions), migrated);
   EXPECT_EQ(summary_int(r, "zone_lock_acquisitions"), summary_int(r, "zone_lock_expected"));
   // Sorted completion times.
   EXPECT_LE(std::get<double>(summary_value(r, "completion_s_1")), std::get<double>(summary_value(r, "completion_s_2")));
@@ -667,7 +659,7 @@ TEST(CmaScenarioRuns, SharedNodeGlobalMutexPerAreaFilesRealBacking) {
   EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   EXPECT_TRUE(summary_bool(r, "contents_ok"));
   EXPECT_EQ(summary_int(r, "failures"), 0);
-  EXPECT_EQ(row(r, "cma_mutex")->acquisitions, 3u);
+  EXPECT_EQ(r.lock_row("cma_mutex")->acquisitions, 3u);
 }
 
 TEST(CmaScenarioRuns, PartialFillAndPartialAlloc) {
@@ -678,8 +670,8 @@ TEST(CmaScenarioRuns, PartialFillAndPartialAlloc) {
                                                      {"alloc_mutex", std::string("per_area")}});
   EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   for (const WorkerRow& w : r.workers) {
-    EXPECT_EQ(metric(w, "filled_pages"), 2048.0);
-    EXPECT_LE(metric(w, "pages_migrated"), 1000.0);
+    EXPECT_EQ(worker_metric(w, "filled_pages"), 2048.0);
+    EXPECT_LE(worker_metric(w, "pages_migrated"), 1000.0);
   }
 }
 

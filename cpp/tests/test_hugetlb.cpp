@@ -211,17 +211,6 @@ TEST(HugetlbParse, NamesAreCheckedWithTheParameterName) {
 
 // ---- the hugetlb_boot scenario ----------------------------------------------------------------------------------
 
-double metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return v;
-  throw std::out_of_range("worker has no metric '" + key + "'");
-}
-const Value& prov(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.provenance)
-    if (k == key) return v;
-  throw std::out_of_range("provenance has no '" + key + "'");
-}
-
 RunResult boot(const std::string& topo, std::map<std::string, Value> params) {
   RunOptions opt;
   opt.model = Topology::synthetic(topo);
@@ -229,9 +218,11 @@ RunResult boot(const std::string& topo, std::map<std::string, Value> params) {
 }
 
 using support::error_of;
+using support::provenance_value;
 using support::summary_bool;
 using support::summary_int;
 using support::summary_value;
+using support::worker_metric;
 
 struct Set {
   std::string topo;
@@ -268,8 +259,8 @@ TEST(HugetlbBoot, NworksChunkSizeAndLockCountsFollowTheKernelFormula) {
       // Every chunk ran once, and every folio is accounted to the worker that allocated it.
       double folios = 0, ran = 0;
       for (const auto& w : r.workers) {
-        folios += metric(w, "folios");
-        ran += metric(w, "chunks");
+        folios += worker_metric(w, "folios");
+        ran += worker_metric(w, "chunks");
       }
       EXPECT_EQ(folios, double(s.pages));
       EXPECT_EQ(ran, double(chunks));
@@ -310,14 +301,14 @@ TEST(HugetlbBoot, NumaAwareHelpersLandOnEveryModelNode) {
   EXPECT_EQ(r.workers[0].slot.model_pu, 0);
   EXPECT_EQ(std::get<std::string>(summary_value(r, "helper_nodes")), "1,2,3,0,1,2,3");
   for (size_t i = 1; i < r.workers.size(); ++i)
-    EXPECT_EQ(double(r.workers[i].slot.model_node), metric(r.workers[i], "work_node"));
+    EXPECT_EQ(double(r.workers[i].slot.model_node), worker_metric(r.workers[i], "work_node"));
   // Two workers of a node are on its two PUs.
   std::set<int> pus;
   for (const auto& w : r.workers) pus.insert(w.slot.model_pu);
   EXPECT_EQ(pus.size(), 8u);
   // Oversubscription is recorded (8 workers on however many host PUs: oversubscribed when the host has fewer).
-  if (8 > std::get<int64_t>(prov(r, "host_pus"))) {
-    EXPECT_TRUE(std::get<bool>(prov(r, "oversubscribed")));
+  if (8 > std::get<int64_t>(provenance_value(r, "host_pus"))) {
+    EXPECT_TRUE(std::get<bool>(provenance_value(r, "oversubscribed")));
   }
 
   const RunResult q =

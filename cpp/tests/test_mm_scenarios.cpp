@@ -16,12 +16,6 @@ RunResult run_on(const std::string& scenario, const std::string& topo, std::map<
   return run(scenario, params, opt);
 }
 
-uint64_t metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return uint64_t(v);
-  throw std::out_of_range(key);
-}
-
 }  // namespace
 
 class PcpRefillCheck : public ::testing::TestWithParam<std::string> {};
@@ -47,9 +41,9 @@ TEST_P(PcpRefillCheck, Order9TwoThreadsCountsAreExact) {
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(w.ops, 64u);
     EXPECT_EQ(w.lat_count, 64u);
-    EXPECT_EQ(metric(w, "refills"), 32u);
-    EXPECT_EQ(metric(w, "bulk_frees"), 64u);
-    EXPECT_EQ(metric(w, "pages_checked_under_lock"), check == "in_lock" ? 512u * 64 : 0u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "refills"), 32u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "bulk_frees"), 64u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "pages_checked_under_lock"), check == "in_lock" ? 512u * 64 : 0u);
   }
 }
 

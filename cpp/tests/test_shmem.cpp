@@ -29,6 +29,7 @@ namespace {
 const std::vector<std::string> kVariants = {"lock_twice", "prealloc", "ramfs", "modern"};
 
 using support::error_of;
+using support::lockstat_acquisitions;
 using support::summary_bool;
 using support::summary_int;
 using support::summary_value;
@@ -103,16 +104,6 @@ RunResult run_shmem(std::map<std::string, Value> params, const std::string& topo
   opt.model = Topology::synthetic(topo);
   opt.lockstat = lockstat;
   return run("shmem_fault", params, opt);
-}
-
-const LockStatRow* lockstat_row(const RunResult& r, const std::string& cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return &row;
-  return nullptr;
-}
-uint64_t lockstat_acq(const RunResult& r, const std::string& cls) {
-  const LockStatRow* row = lockstat_row(r, cls);
-  return row ? row->acquisitions : 0;
 }
 
 }  // namespace
@@ -350,14 +341,14 @@ TEST_P(ShmemScenario, DisjointCountsAreExact) {
   EXPECT_EQ(index_allocs - summary_int<uint64_t>(r, "index_pages_freed"), summary_int<uint64_t>(r, "index_pages"));
   const uint64_t info = info_lock_expected(v, n, index_allocs, n);
   EXPECT_EQ(summary_int<uint64_t>(r, "info_lock_acquisitions"), info);
-  EXPECT_EQ(lockstat_acq(r, "info->lock"), info);
+  EXPECT_EQ(lockstat_acquisitions(r, "info->lock"), info);
   EXPECT_DOUBLE_EQ(std::get<double>(summary_value(r, "info_lock_per_fault")), double(info) / double(n));
-  EXPECT_EQ(lockstat_acq(r, tree_lock_class(v)), n);
-  EXPECT_EQ(lockstat_acq(r, "lru_lock"), summary_int<uint64_t>(r, "lru_lock_acquisitions"));
-  const LockStatRow* mm = lockstat_row(r, "mmap_sem-R");  // read only: no plain or -W row
+  EXPECT_EQ(lockstat_acquisitions(r, tree_lock_class(v)), n);
+  EXPECT_EQ(lockstat_acquisitions(r, "lru_lock"), summary_int<uint64_t>(r, "lru_lock_acquisitions"));
+  const LockStatRow* mm = r.lock_row("mmap_sem-R");  // read only: no plain or -W row
   ASSERT_NE(mm, nullptr);
-  EXPECT_EQ(lockstat_row(r, "mmap_sem"), nullptr);
-  EXPECT_EQ(lockstat_row(r, "mmap_sem-W"), nullptr);
+  EXPECT_EQ(r.lock_row("mmap_sem"), nullptr);
+  EXPECT_EQ(r.lock_row("mmap_sem-W"), nullptr);
   EXPECT_EQ(mm->kind, "rwsem");
   EXPECT_EQ(mm->acquisitions, n);
   EXPECT_EQ(mm->contentions, 0u);  // readers never wait: there is no writer
@@ -388,8 +379,8 @@ TEST_P(ShmemScenario, OverlapInsertsEveryIndexOnce) {
   EXPECT_EQ(summary_int<uint64_t>(r, "page_allocs") - summary_int<uint64_t>(r, "page_allocs_unused"), n);
   const uint64_t info = info_lock_expected(v, misses, summary_int<uint64_t>(r, "index_page_allocs"), n);
   EXPECT_EQ(summary_int<uint64_t>(r, "info_lock_acquisitions"), info);
-  EXPECT_EQ(lockstat_acq(r, "info->lock"), info);
-  EXPECT_EQ(lockstat_acq(r, tree_lock_class(v)), misses);
+  EXPECT_EQ(lockstat_acquisitions(r, "info->lock"), info);
+  EXPECT_EQ(lockstat_acquisitions(r, tree_lock_class(v)), misses);
   EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "check"));
 }
 
