@@ -149,8 +149,7 @@ RunOptions to_options(std::shared_ptr<const Topology> topology, const py::object
   opt.lockstat = lockstat;
   opt.locks = to_locks(locks);
   opt.strict = strict;
-  if (seed < 0) throw std::invalid_argument("seed: " + std::to_string(seed) + " is negative (allowed: >= 0)");
-  opt.seed = uint64_t(seed);
+  opt.seed = uint64_t(seed);  // alloclab._run has checked it is in 0..2^63-1
   opt.timeout_s = timeout_s;
   opt.min_time_s = min_time_s;
   opt.grow = grow;

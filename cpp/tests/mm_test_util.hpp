@@ -13,6 +13,7 @@ using namespace alloclab::mm;
 
 using support::error_of;
 using support::lockstat_acquisitions;
+using support::summary_bool;
 using support::summary_int;
 using support::summary_value;
 

@@ -26,20 +26,44 @@ inline std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+// The value named `key` in `values` (a run's summary or provenance, called `what` in the message); throws
+// std::out_of_range when there is none.
+inline const alloclab::Value& named_value(const alloclab::NamedValues& values, const std::string& key,
+                                          const std::string& what) {
+  for (const auto& [k, v] : values)
+    if (k == key) return v;
+  throw std::out_of_range(what + " has no '" + key + "'");
+}
 // The summary value `key` of a run; throws std::out_of_range when the run has none.
 inline const alloclab::Value& summary_value(const alloclab::RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  throw std::out_of_range("summary has no '" + key + "'");
+  return named_value(r.summary, key, "summary");
 }
-inline int64_t summary_int(const alloclab::RunResult& r, const std::string& key) {
-  return std::get<int64_t>(summary_value(r, key));
+// The provenance value `key` of a run; throws std::out_of_range when the run has none.
+inline const alloclab::Value& provenance_value(const alloclab::RunResult& r, const std::string& key) {
+  return named_value(r.provenance, key, "provenance");
+}
+// The integer summary value `key` (the engine's int64_t), as `Int` (uint64_t for tests that count in unsigned);
+// throws std::bad_variant_access when the value is not an integer.
+template <typename Int = int64_t>
+Int summary_int(const alloclab::RunResult& r, const std::string& key) {
+  return Int(std::get<int64_t>(summary_value(r, key)));
+}
+// The boolean summary value `key`; throws std::bad_variant_access when the value is not a bool.
+inline bool summary_bool(const alloclab::RunResult& r, const std::string& key) {
+  return std::get<bool>(summary_value(r, key));
 }
 // A run's lock_stat acquisitions of class `cls` (0 when the class has no row).
 inline uint64_t lockstat_acquisitions(const alloclab::RunResult& r, const std::string& cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return row.acquisitions;
-  return 0;
+  const alloclab::LockStatRow* row = r.lock_row(cls);
+  return row ? row->acquisitions : 0;
+}
+// The per-worker figure `key` of worker row `w`, as `T` (the engine's double by default); throws
+// std::out_of_range when the worker has none.
+template <typename T = double>
+T worker_metric(const alloclab::WorkerRow& w, const std::string& key) {
+  for (const auto& [k, v] : w.metrics)
+    if (k == key) return T(v);
+  throw std::out_of_range("worker has no metric '" + key + "'");
 }
 
 // A synthetic machine, a lock domain with lock_stat on, and (after build_memory) a MemorySystem on them. Nothing is

@@ -27,6 +27,10 @@ using namespace alloclab::mm;
 namespace {
 
 constexpr auto& invalid_argument_of = support::error_of;
+using support::summary_bool;
+using support::summary_int;
+using support::summary_value;
+using support::worker_metric;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -603,22 +607,6 @@ RunResult run_cma(const std::string& topo, std::map<std::string, Value> params) 
   opt.model = Topology::synthetic(topo);
   return run("cma_concurrent", params, opt);
 }
-const Value& summary(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  throw std::out_of_range("summary has no '" + key + "'");
-}
-int64_t summary_int(const RunResult& r, const std::string& key) { return std::get<int64_t>(summary(r, key)); }
-double metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return v;
-  throw std::out_of_range(key);
-}
-const LockStatRow* row(const RunResult& r, const std::string& cls) {
-  for (const auto& x : r.lockstat)
-    if (x.cls == cls) return &x;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -629,35 +617,35 @@ TEST_P(CmaScenario, OneAreaPerNodeCountsAreExact) {
   const RunResult r = run_cma("node:2 core:1 pu:1",
                               {{"regions", int64_t(2)}, {"pages_per_region", int64_t(4096)}, {"alloc_mutex", mode}});
   ASSERT_EQ(r.workers.size(), 2u);
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   EXPECT_EQ(summary_int(r, "failures"), 0);
   EXPECT_EQ(summary_int(r, "pages_allocated"), 2 * 4096);
   const std::string cls = mode == "global" ? "cma_mutex" : "cma->alloc_mutex";
-  ASSERT_NE(row(r, cls), nullptr);
-  EXPECT_EQ(row(r, cls)->acquisitions, 2u);  // one attempt per worker
-  EXPECT_EQ(row(r, mode == "global" ? "cma->alloc_mutex" : "cma_mutex"), nullptr);
+  ASSERT_NE(r.lock_row(cls), nullptr);
+  EXPECT_EQ(r.lock_row(cls)->acquisitions, 2u);  // one attempt per worker
+  EXPECT_EQ(r.lock_row(mode == "global" ? "cma->alloc_mutex" : "cma_mutex"), nullptr);
   if (mode == "per_area") {
-    EXPECT_EQ(row(r, cls)->contentions, 0u);  // one worker per area: nothing to wait for
+    EXPECT_EQ(r.lock_row(cls)->contentions, 0u);  // one worker per area: nothing to wait for
   }
-  EXPECT_EQ(row(r, "cma->lock")->acquisitions, 2u);
-  EXPECT_EQ(row(r, "pcpu_drain_mutex")->acquisitions, 2u);
+  EXPECT_EQ(r.lock_row("cma->lock")->acquisitions, 2u);
+  EXPECT_EQ(r.lock_row("pcpu_drain_mutex")->acquisitions, 2u);
   int64_t migrated = 0;
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(w.slot.model_node, w.slot.worker);  // pinned to its area's node
-    EXPECT_EQ(metric(w, "pages"), 4096.0);
-    EXPECT_EQ(metric(w, "failed"), 0.0);
-    EXPECT_EQ(metric(w, "retries"), 0.0);
-    EXPECT_EQ(metric(w, "pages_migrated"), metric(w, "filled_pages"));  // every dd page moved, nothing else
-    EXPECT_GT(metric(w, "filled_pages"), 4096.0 * 0.9);
-    migrated += int64_t(metric(w, "pages_migrated"));
+    EXPECT_EQ(worker_metric(w, "pages"), 4096.0);
+    EXPECT_EQ(worker_metric(w, "failed"), 0.0);
+    EXPECT_EQ(worker_metric(w, "retries"), 0.0);
+    EXPECT_EQ(worker_metric(w, "pages_migrated"),
+              worker_metric(w, "filled_pages"));  // every dd page moved, nothing else
+    EXPECT_GT(worker_metric(w, "filled_pages"), 4096.0 * 0.9);
+    migrated += int64_t(worker_metric(w, "pages_migrated"));
   }
   EXPECT_EQ(summary_int(r, "pages_migrated"), migrated);
-  EXPECT_EQ(int64_t(row(r, "mapping->i_pages")->acquisitions), migrated);
+  EXPECT_EQ(int64_t(r.lock_row("mapping->i_pages")->acquisitions), migrated);
   EXPECT_EQ(summary_int(r, "zone_lock_acquisitions"), summary_int(r, "zone_lock_expected"));
   // Sorted completion times.
-  EXPECT_LE(std::get<double>(summary(r, "completion_s_1")), std::get<double>(summary(r, "completion_s_2")));
-  EXPECT_GE(std::get<double>(summary(r, "ratio_slowest_fastest")), 1.0);
+  EXPECT_LE(std::get<double>(summary_value(r, "completion_s_1")), std::get<double>(summary_value(r, "completion_s_2")));
+  EXPECT_GE(std::get<double>(summary_value(r, "ratio_slowest_fastest")), 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cma, CmaScenario, ::testing::Values("global", "per_area"));
@@ -668,11 +656,10 @@ TEST(CmaScenarioRuns, SharedNodeGlobalMutexPerAreaFilesRealBacking) {
                                                      {"pages_per_region", int64_t(2048)},
                                                      {"files", std::string("per_area")},
                                                      {"backing", std::string("real")}});
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
-  EXPECT_TRUE(std::get<bool>(summary(r, "contents_ok")));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "contents_ok"));
   EXPECT_EQ(summary_int(r, "failures"), 0);
-  EXPECT_EQ(row(r, "cma_mutex")->acquisitions, 3u);
+  EXPECT_EQ(r.lock_row("cma_mutex")->acquisitions, 3u);
 }
 
 TEST(CmaScenarioRuns, PartialFillAndPartialAlloc) {
@@ -681,11 +668,10 @@ TEST(CmaScenarioRuns, PartialFillAndPartialAlloc) {
                                                      {"fill", 0.5},
                                                      {"alloc_pages", int64_t(1000)},
                                                      {"alloc_mutex", std::string("per_area")}});
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")))
-      << std::get<std::string>(summary(r, "zone_lock_formula"));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "zone_lock_formula"));
   for (const WorkerRow& w : r.workers) {
-    EXPECT_EQ(metric(w, "filled_pages"), 2048.0);
-    EXPECT_LE(metric(w, "pages_migrated"), 1000.0);
+    EXPECT_EQ(worker_metric(w, "filled_pages"), 2048.0);
+    EXPECT_LE(worker_metric(w, "pages_migrated"), 1000.0);
   }
 }
 

@@ -211,24 +211,6 @@ TEST(HugetlbParse, NamesAreCheckedWithTheParameterName) {
 
 // ---- the hugetlb_boot scenario ----------------------------------------------------------------------------------
 
-const Value& summary(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  throw std::out_of_range("summary has no '" + key + "'");
-}
-int64_t sint(const RunResult& r, const std::string& key) { return std::get<int64_t>(summary(r, key)); }
-bool sbool(const RunResult& r, const std::string& key) { return std::get<bool>(summary(r, key)); }
-double metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return v;
-  throw std::out_of_range("worker has no metric '" + key + "'");
-}
-const Value& prov(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.provenance)
-    if (k == key) return v;
-  throw std::out_of_range("provenance has no '" + key + "'");
-}
-
 RunResult boot(const std::string& topo, std::map<std::string, Value> params) {
   RunOptions opt;
   opt.model = Topology::synthetic(topo);
@@ -236,6 +218,11 @@ RunResult boot(const std::string& topo, std::map<std::string, Value> params) {
 }
 
 using support::error_of;
+using support::provenance_value;
+using support::summary_bool;
+using support::summary_int;
+using support::summary_value;
+using support::worker_metric;
 
 struct Set {
   std::string topo;
@@ -261,33 +248,33 @@ TEST(HugetlbBoot, NworksChunkSizeAndLockCountsFollowTheKernelFormula) {
       unsigned long chunk =
           nworks == 1 ? unsigned(s.pages) : std::max({unsigned(s.pages) / (nworks * 4), min_chunk, 1ul});
       const unsigned long chunks = (unsigned(s.pages) + chunk - 1) / chunk;
-      EXPECT_EQ(sint(r, "max_threads"), int64_t(max_threads));
-      EXPECT_EQ(sint(r, "min_chunk"), int64_t(min_chunk));
-      EXPECT_EQ(sint(r, "nworks"), int64_t(nworks));
-      EXPECT_EQ(sint(r, "chunk_size"), int64_t(chunk));
-      EXPECT_EQ(sint(r, "chunks"), int64_t(chunks));
+      EXPECT_EQ(summary_int(r, "max_threads"), int64_t(max_threads));
+      EXPECT_EQ(summary_int(r, "min_chunk"), int64_t(min_chunk));
+      EXPECT_EQ(summary_int(r, "nworks"), int64_t(nworks));
+      EXPECT_EQ(summary_int(r, "chunk_size"), int64_t(chunk));
+      EXPECT_EQ(summary_int(r, "chunks"), int64_t(chunks));
       EXPECT_EQ(r.workers.size(), nworks);
-      EXPECT_EQ(sint(r, "allocated"), s.pages);
-      EXPECT_FALSE(sbool(r, "exhausted"));
+      EXPECT_EQ(summary_int(r, "allocated"), s.pages);
+      EXPECT_FALSE(summary_bool(r, "exhausted"));
       // Every chunk ran once, and every folio is accounted to the worker that allocated it.
       double folios = 0, ran = 0;
       for (const auto& w : r.workers) {
-        folios += metric(w, "folios");
-        ran += metric(w, "chunks");
+        folios += worker_metric(w, "folios");
+        ran += worker_metric(w, "chunks");
       }
       EXPECT_EQ(folios, double(s.pages));
       EXPECT_EQ(ran, double(chunks));
       // hugetlb_lock: once per prep_and_add_allocated_folios call (= per chunk = per worker when pages divide),
       // or once per folio.
       const int64_t hl_want = std::string(hl) == "per_folio" ? s.pages : int64_t(chunks);
-      EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), hl_want);
-      EXPECT_EQ(sint(r, "hugetlb_lock_expected"), hl_want);
+      EXPECT_EQ(summary_int(r, "hugetlb_lock_acquisitions"), hl_want);
+      EXPECT_EQ(summary_int(r, "hugetlb_lock_expected"), hl_want);
       if (s.pages % (s.nodes * s.k) == 0 && std::string(hl) == "per_worker") {
-        EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), int64_t(nworks));
+        EXPECT_EQ(summary_int(r, "hugetlb_lock_acquisitions"), int64_t(nworks));
       }
-      EXPECT_TRUE(sbool(r, "lock_counts_exact"));
+      EXPECT_TRUE(summary_bool(r, "lock_counts_exact"));
       // ps.lock: once per work plus once after each chunk; none when nworks == 1.
-      EXPECT_EQ(sint(r, "padata_lock_acquisitions"), nworks >= 2 ? int64_t(nworks + chunks) : 0);
+      EXPECT_EQ(summary_int(r, "padata_lock_acquisitions"), nworks >= 2 ? int64_t(nworks + chunks) : 0);
     }
 }
 
@@ -295,7 +282,7 @@ TEST(HugetlbBoot, LocalCursorPutsEachChunksFoliosRoundRobinFromNodeZero) {
   // 203 pages, 2 nodes, k = 3: min_chunk 33, nworks 6, chunk_size 33: chunks of 33 x 6 and 5; each chunk starts
   // at node 0: 17 + 16 per full chunk, 3 + 2 for the last.
   const RunResult r = boot("node:2 core:1 pu:1", {{"pages", int64_t(203)}, {"multiplier", int64_t(3)}});
-  EXPECT_EQ(std::get<std::string>(summary(r, "per_node_folios")),
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "per_node_folios")),
             std::to_string(6 * 17 + 3) + "," + std::to_string(6 * 16 + 2));
 }
 
@@ -312,105 +299,105 @@ TEST(HugetlbBoot, NumaAwareHelpersLandOnEveryModelNode) {
   for (const auto& [n, c] : per_node) EXPECT_EQ(c, 2) << "node " << n;
   // The caller on node 0's first PU, then helpers on next_node_in(last_used_nid = 0): 1, 2, 3, 0, 1, 2, 3.
   EXPECT_EQ(r.workers[0].slot.model_pu, 0);
-  EXPECT_EQ(std::get<std::string>(summary(r, "helper_nodes")), "1,2,3,0,1,2,3");
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "helper_nodes")), "1,2,3,0,1,2,3");
   for (size_t i = 1; i < r.workers.size(); ++i)
-    EXPECT_EQ(double(r.workers[i].slot.model_node), metric(r.workers[i], "work_node"));
+    EXPECT_EQ(double(r.workers[i].slot.model_node), worker_metric(r.workers[i], "work_node"));
   // Two workers of a node are on its two PUs.
   std::set<int> pus;
   for (const auto& w : r.workers) pus.insert(w.slot.model_pu);
   EXPECT_EQ(pus.size(), 8u);
   // Oversubscription is recorded (8 workers on however many host PUs: oversubscribed when the host has fewer).
-  if (8 > std::get<int64_t>(prov(r, "host_pus"))) {
-    EXPECT_TRUE(std::get<bool>(prov(r, "oversubscribed")));
+  if (8 > std::get<int64_t>(provenance_value(r, "host_pus"))) {
+    EXPECT_TRUE(std::get<bool>(provenance_value(r, "oversubscribed")));
   }
 
   const RunResult q =
       boot("node:4 core:2 pu:1", {{"pages", int64_t(256)}, {"multiplier", int64_t(2)}, {"numa_aware", false}});
   for (const auto& w : q.workers) EXPECT_EQ(w.slot.model_node, 0);  // the caller's node
-  EXPECT_EQ(sint(q, "allocated"), 256);
+  EXPECT_EQ(summary_int(q, "allocated"), 256);
 }
 
 TEST(HugetlbBoot, SerialIsOneWorkerAndOneLockCycle) {
   const RunResult r = boot("node:2 core:2 pu:1", {{"pages", int64_t(100)}, {"parallel", false}});
   EXPECT_EQ(r.workers.size(), 1u);
-  EXPECT_EQ(sint(r, "nworks"), 1);
-  EXPECT_EQ(sint(r, "allocated"), 100);
-  EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), 1);
-  EXPECT_EQ(sint(r, "padata_lock_acquisitions"), 0);
-  EXPECT_EQ(std::get<std::string>(summary(r, "per_node_folios")), "50,50");
+  EXPECT_EQ(summary_int(r, "nworks"), 1);
+  EXPECT_EQ(summary_int(r, "allocated"), 100);
+  EXPECT_EQ(summary_int(r, "hugetlb_lock_acquisitions"), 1);
+  EXPECT_EQ(summary_int(r, "padata_lock_acquisitions"), 0);
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "per_node_folios")), "50,50");
   const RunResult s =
       boot("node:2 core:2 pu:1", {{"pages", int64_t(100)}, {"parallel", false}, {"next_nid", std::string("shared")}});
-  EXPECT_EQ(sint(s, "allocated"), 100);
+  EXPECT_EQ(summary_int(s, "allocated"), 100);
 }
 
 TEST(HugetlbBoot, SharedCursorStillAllocatesEverything) {
   const RunResult r = boot("node:2 core:2 pu:1",
                            {{"pages", int64_t(400)}, {"multiplier", int64_t(2)}, {"next_nid", std::string("shared")}});
-  EXPECT_EQ(sint(r, "allocated"), 400);
+  EXPECT_EQ(summary_int(r, "allocated"), 400);
 }
 
 TEST(HugetlbBoot, GiganticGathersOneNodePerWorkerWithTheLockPerFolio) {
   const RunResult r =
       boot("node:4 core:1 pu:1", {{"pages", int64_t(10)}, {"gigantic", true}, {"multiplier", int64_t(5)}});
-  EXPECT_EQ(sint(r, "nworks"), 4);  // size = nr_node_ids: the multiplier cannot add workers
-  EXPECT_EQ(sint(r, "chunk_size"), 1);
-  EXPECT_EQ(sint(r, "allocated"), 10);
-  EXPECT_EQ(sint(r, "bootmem_folios"), 10);
-  EXPECT_EQ(std::get<std::string>(summary(r, "hugetlb_lock_mode")), "per_folio");
-  EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), 10);
-  EXPECT_EQ(sint(r, "tails_written"), 10 * 262143);
-  EXPECT_EQ(sint(r, "folio_kib"), 1 << 20);
-  EXPECT_EQ(sint(r, "zone_lock_expected"), 0);
-  EXPECT_EQ(std::get<std::string>(summary(r, "per_node_folios")), "3,3,2,2");
+  EXPECT_EQ(summary_int(r, "nworks"), 4);  // size = nr_node_ids: the multiplier cannot add workers
+  EXPECT_EQ(summary_int(r, "chunk_size"), 1);
+  EXPECT_EQ(summary_int(r, "allocated"), 10);
+  EXPECT_EQ(summary_int(r, "bootmem_folios"), 10);
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "hugetlb_lock_mode")), "per_folio");
+  EXPECT_EQ(summary_int(r, "hugetlb_lock_acquisitions"), 10);
+  EXPECT_EQ(summary_int(r, "tails_written"), 10 * 262143);
+  EXPECT_EQ(summary_int(r, "folio_kib"), 1 << 20);
+  EXPECT_EQ(summary_int(r, "zone_lock_expected"), 0);
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "per_node_folios")), "3,3,2,2");
   const RunResult w = boot("node:4 core:1 pu:1", {{"pages", int64_t(10)},
                                                   {"gigantic", true},
                                                   {"hugetlb_lock", std::string("per_worker")},
                                                   {"hvo_ns", int64_t(10)}});
-  EXPECT_EQ(sint(w, "hugetlb_lock_acquisitions"), 4);  // one per gather_bootmem_prealloc_node
-  EXPECT_EQ(sint(w, "tails_written"), 10 * 63);
+  EXPECT_EQ(summary_int(w, "hugetlb_lock_acquisitions"), 4);  // one per gather_bootmem_prealloc_node
+  EXPECT_EQ(summary_int(w, "tails_written"), 10 * 63);
 }
 
 TEST(HugetlbBoot, ZoneLockIsExactPerFolio) {
   // 2 nodes, k = 2, 402 folios: min_chunk 100, 4 works, chunks 100 x 4 and 2. A chunk of 100 gives each node 50
   // folios (25 refills of 2 order-9 blocks); whichever worker also runs the chunk of 2 takes 51 per node (26 each).
   const RunResult r = boot("node:2 core:2 pu:1", {{"pages", int64_t(402)}, {"multiplier", int64_t(2)}});
-  EXPECT_EQ(sint(r, "zone_lock_acquisitions"), 3 * 2 * 25 + 2 * 26);
-  EXPECT_EQ(sint(r, "zone_lock_expected"), 3 * 2 * 25 + 2 * 26);
+  EXPECT_EQ(summary_int(r, "zone_lock_acquisitions"), 3 * 2 * 25 + 2 * 26);
+  EXPECT_EQ(summary_int(r, "zone_lock_expected"), 3 * 2 * 25 + 2 * 26);
   // Serial: 51 folios on node 0, 50 on node 1.
   const RunResult s = boot("node:2 core:2 pu:1", {{"pages", int64_t(101)}, {"parallel", false}});
-  EXPECT_EQ(sint(s, "zone_lock_acquisitions"), 26 + 25);
+  EXPECT_EQ(summary_int(s, "zone_lock_acquisitions"), 26 + 25);
   // Two workers on one model CPU share a pcp: no formula, the count still reported, and the reason said.
   const RunResult q = boot("node:2 core:1 pu:1", {{"pages", int64_t(203)}, {"multiplier", int64_t(3)}});
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary(q, "zone_lock_expected")));
-  EXPECT_GT(sint(q, "zone_lock_acquisitions"), 0);
-  EXPECT_EQ(std::get<std::string>(summary(q, "zone_lock_formula")),
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary_value(q, "zone_lock_expected")));
+  EXPECT_GT(summary_int(q, "zone_lock_acquisitions"), 0);
+  EXPECT_EQ(std::get<std::string>(summary_value(q, "zone_lock_formula")),
             "no formula: two workers share a model CPU and its pcp");
-  EXPECT_TRUE(sbool(q, "lock_counts_exact"));
+  EXPECT_TRUE(summary_bool(q, "lock_counts_exact"));
 }
 
 TEST(HugetlbBoot, RunningOutOfMemoryIsAResult) {
   const RunResult r = boot("node:2 core:1 pu:1", {{"pages", int64_t(200)}, {"node_mib", int64_t(64)}});
-  EXPECT_TRUE(sbool(r, "exhausted"));
-  EXPECT_LT(sint(r, "allocated"), 200);
-  EXPECT_GT(sint(r, "allocated"), 0);
-  EXPECT_NE(std::get<std::string>(summary(r, "warning")).find("Only allocated"), std::string::npos);
-  EXPECT_TRUE(sbool(r, "lock_counts_exact"));
+  EXPECT_TRUE(summary_bool(r, "exhausted"));
+  EXPECT_LT(summary_int(r, "allocated"), 200);
+  EXPECT_GT(summary_int(r, "allocated"), 0);
+  EXPECT_NE(std::get<std::string>(summary_value(r, "warning")).find("Only allocated"), std::string::npos);
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact"));
 }
 
 TEST(HugetlbBoot, MemorylessNodesGetHelpersButNoFolios) {
   // nodes = 2 of 4: N_MEMORY = {0, 1}, N_CPU = all four.
   const RunResult r =
       boot("node:4 core:1 pu:1", {{"pages", int64_t(64)}, {"nodes", int64_t(2)}, {"multiplier", int64_t(2)}});
-  EXPECT_EQ(sint(r, "nworks"), 4);
-  EXPECT_EQ(std::get<std::string>(summary(r, "helper_nodes")), "1,2,3");
-  EXPECT_EQ(std::get<std::string>(summary(r, "per_node_folios")), "32,32,0,0");
+  EXPECT_EQ(summary_int(r, "nworks"), 4);
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "helper_nodes")), "1,2,3");
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "per_node_folios")), "32,32,0,0");
 }
 
 TEST(HugetlbBoot, ZeroPagesRunsNothing) {
   const RunResult r = boot("node:2 core:1 pu:1", {{"pages", int64_t(0)}});
-  EXPECT_EQ(sint(r, "nworks"), 0);
-  EXPECT_EQ(sint(r, "allocated"), 0);
-  EXPECT_EQ(sint(r, "hugetlb_lock_acquisitions"), 0);
+  EXPECT_EQ(summary_int(r, "nworks"), 0);
+  EXPECT_EQ(summary_int(r, "allocated"), 0);
+  EXPECT_EQ(summary_int(r, "hugetlb_lock_acquisitions"), 0);
   EXPECT_EQ(r.workers.size(), 1u);
 }
 
@@ -435,9 +422,9 @@ TEST(HugetlbBoot, BadInputIsAnInvalidArgumentNamingTheParameter) {
 TEST(HugetlbBoot, WorksPoolCapsHelpersAtThePossibleCpus) {
   const RunResult r =
       boot("node:2 core:1 pu:1", {{"pages", int64_t(100)}, {"multiplier", int64_t(5)}, {"works_pool", true}});
-  EXPECT_EQ(sint(r, "nworks_wanted"), 10);
-  EXPECT_EQ(sint(r, "nworks"), 3);  // 2 possible CPUs: 2 helpers + the caller
-  EXPECT_EQ(sint(r, "allocated"), 100);
+  EXPECT_EQ(summary_int(r, "nworks_wanted"), 10);
+  EXPECT_EQ(summary_int(r, "nworks"), 3);  // 2 possible CPUs: 2 helpers + the caller
+  EXPECT_EQ(summary_int(r, "allocated"), 100);
 }
 
 }  // namespace

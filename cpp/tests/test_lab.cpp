@@ -23,6 +23,7 @@ using namespace alloclab;
 namespace {
 
 using support::error_of;
+using support::provenance_value;
 
 int threads_of_process() {
   int n = 0;
@@ -192,16 +193,11 @@ TEST(Runner, LockZooCountsExactlyAndRecordsProvenance) {
   ASSERT_EQ(r.lockstat.size(), 1u);
   EXPECT_EQ(r.lockstat[0].acquisitions, ops);
   EXPECT_EQ(r.lockstat[0].kind, "ticket");
-  auto prov = [&](const std::string& k) {
-    for (const auto& [name, v] : r.provenance)
-      if (name == k) return v;
-    return Value(std::string("<missing>"));
-  };
-  EXPECT_EQ(std::get<int64_t>(prov("seed")), 7);
-  EXPECT_EQ(std::get<std::string>(prov("placement")), "scatter");
-  EXPECT_EQ(std::get<int64_t>(prov("model_nodes")), 2);
+  EXPECT_EQ(std::get<int64_t>(provenance_value(r, "seed")), 7);
+  EXPECT_EQ(std::get<std::string>(provenance_value(r, "placement")), "scatter");
+  EXPECT_EQ(std::get<int64_t>(provenance_value(r, "model_nodes")), 2);
   if (3 > Topology::host()->nr_pus()) {
-    EXPECT_TRUE(std::get<bool>(prov("oversubscribed")));
+    EXPECT_TRUE(std::get<bool>(provenance_value(r, "oversubscribed")));
   }
 }
 
@@ -363,12 +359,6 @@ class Held final : public Scenario {
   std::atomic<bool>& release_;
 };
 
-Value prov(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.provenance)
-    if (k == key) return v;
-  return kNotMeasured;
-}
-
 TEST(Runner, AnExclusiveRunWaitsForTheOneInFlight) {
   std::atomic<bool> release_a{false}, release_b{true};
   Held a(release_a), b(release_b);
@@ -383,8 +373,8 @@ TEST(Runner, AnExclusiveRunWaitsForTheOneInFlight) {
   ta.join();
   tb.join();
   EXPECT_TRUE(b.prepared.load());
-  EXPECT_EQ(std::get<int64_t>(prov(ra, "other_runs_workers")), 0);
-  EXPECT_EQ(std::get<int64_t>(prov(rb, "other_runs_workers")), 0);
+  EXPECT_EQ(std::get<int64_t>(provenance_value(ra, "other_runs_workers")), 0);
+  EXPECT_EQ(std::get<int64_t>(provenance_value(rb, "other_runs_workers")), 0);
 }
 
 TEST(Runner, RunsThatDoNotExcludeEachOtherCountEachOthersWorkers) {
@@ -398,7 +388,7 @@ TEST(Runner, RunsThatDoNotExcludeEachOtherCountEachOthersWorkers) {
   const RunResult rb = run_scenario(b, "b", Params(), shared);
   release_a.store(true);
   ta.join();
-  EXPECT_EQ(std::get<int64_t>(prov(rb, "other_runs_workers")), 1);
+  EXPECT_EQ(std::get<int64_t>(provenance_value(rb, "other_runs_workers")), 1);
 }
 
 // Runs `run` on a thread of its own, stops every run once one is in flight (stop_all_runs(reason, abandon)) and
@@ -456,8 +446,8 @@ TEST(Runner, TwoWorkersOnOneHostPuAreOversubscribed) {
   opt.placement.policy = Placement::Policy::list;
   opt.placement.pus = {0, 0};
   const RunResult r = run("lock_zoo", {{"threads", int64_t(2)}, {"iterations", int64_t(100)}}, opt);
-  EXPECT_TRUE(std::get<bool>(prov(r, "oversubscribed")));
-  EXPECT_EQ(std::get<std::string>(prov(r, "oversubscribed_why")), "2 workers on 1 host PU(s)");
+  EXPECT_TRUE(std::get<bool>(provenance_value(r, "oversubscribed")));
+  EXPECT_EQ(std::get<std::string>(provenance_value(r, "oversubscribed_why")), "2 workers on 1 host PU(s)");
 }
 
 TEST(Runner, FormatBytes) {

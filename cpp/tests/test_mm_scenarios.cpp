@@ -16,12 +16,6 @@ RunResult run_on(const std::string& scenario, const std::string& topo, std::map<
   return run(scenario, params, opt);
 }
 
-uint64_t metric(const WorkerRow& w, const std::string& key) {
-  for (const auto& [k, v] : w.metrics)
-    if (k == key) return uint64_t(v);
-  throw std::out_of_range(key);
-}
-
 }  // namespace
 
 class PcpRefillCheck : public ::testing::TestWithParam<std::string> {};
@@ -42,14 +36,14 @@ TEST_P(PcpRefillCheck, Order9TwoThreadsCountsAreExact) {
   EXPECT_EQ(summary_int(r, "pages_pulled"), 128);
   EXPECT_EQ(summary_int(r, "pages_checked_under_lock"), check == "in_lock" ? 512 * 128 : 0);
   EXPECT_EQ(summary_int(r, "pages_checked_after_unlock"), check == "after_unlock" ? 512 * 128 : 0);
-  EXPECT_TRUE(std::get<bool>(summary_value(r, "lock_counts_exact")));
-  EXPECT_TRUE(std::get<bool>(summary_value(r, "free_area_same_migratetypes")));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact"));
+  EXPECT_TRUE(summary_bool(r, "free_area_same_migratetypes"));
   for (const WorkerRow& w : r.workers) {
     EXPECT_EQ(w.ops, 64u);
     EXPECT_EQ(w.lat_count, 64u);
-    EXPECT_EQ(metric(w, "refills"), 32u);
-    EXPECT_EQ(metric(w, "bulk_frees"), 64u);
-    EXPECT_EQ(metric(w, "pages_checked_under_lock"), check == "in_lock" ? 512u * 64 : 0u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "refills"), 32u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "bulk_frees"), 64u);
+    EXPECT_EQ(support::worker_metric<uint64_t>(w, "pages_checked_under_lock"), check == "in_lock" ? 512u * 64 : 0u);
   }
 }
 
@@ -75,7 +69,7 @@ TEST(PcpRefill, V67CountsAreExactToo) {
                                 {"count", int64_t(3000 >> order | 64)},
                                 {"batch_rule", std::string("v6.7")}});
     EXPECT_EQ(lockstat_acquisitions(r, "zone->lock"), uint64_t(summary_int(r, "zone_lock_expected"))) << order;
-    EXPECT_TRUE(std::get<bool>(summary_value(r, "lock_counts_exact"))) << order;
+    EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << order;
   }
 }
 

@@ -29,6 +29,10 @@ namespace {
 const std::vector<std::string> kVariants = {"lock_twice", "prealloc", "ramfs", "modern"};
 
 using support::error_of;
+using support::lockstat_acquisitions;
+using support::summary_bool;
+using support::summary_int;
+using support::summary_value;
 
 // info->lock acquisitions the model promises for `misses` page-cache misses and `index_allocs` index pages.
 uint64_t info_lock_expected(ShmemVariant v, uint64_t misses, uint64_t index_allocs, uint64_t new_pages) {
@@ -100,23 +104,6 @@ RunResult run_shmem(std::map<std::string, Value> params, const std::string& topo
   opt.model = Topology::synthetic(topo);
   opt.lockstat = lockstat;
   return run("shmem_fault", params, opt);
-}
-
-const Value& summary(const RunResult& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  throw std::out_of_range("summary has no '" + key + "'");
-}
-uint64_t sint(const RunResult& r, const std::string& key) { return uint64_t(std::get<int64_t>(summary(r, key))); }
-double sreal(const RunResult& r, const std::string& key) { return std::get<double>(summary(r, key)); }
-const LockStatRow* lockstat_row(const RunResult& r, const std::string& cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return &row;
-  return nullptr;
-}
-uint64_t lockstat_acq(const RunResult& r, const std::string& cls) {
-  const LockStatRow* row = lockstat_row(r, cls);
-  return row ? row->acquisitions : 0;
 }
 
 }  // namespace
@@ -345,33 +332,33 @@ TEST_P(ShmemScenario, DisjointCountsAreExact) {
                                  {"threads", int64_t(threads)},
                                  {"pages_per_thread", int64_t(per)},
                                  {"backing", std::string("none")}});
-  EXPECT_EQ(sint(r, "faults"), n);
-  EXPECT_EQ(sint(r, "pagecache_pages"), n);
-  EXPECT_EQ(sint(r, "new_pages"), n);
-  EXPECT_EQ(sint(r, "cache_hits") + sint(r, "eexist_races"), 0u);
-  const uint64_t index_allocs = sint(r, "index_page_allocs");
-  EXPECT_EQ(sint(r, "index_pages"), has_swap_vector(v) ? shmem_index_pages(n) : 0);
-  EXPECT_EQ(index_allocs - sint(r, "index_pages_freed"), sint(r, "index_pages"));
+  EXPECT_EQ(summary_int<uint64_t>(r, "faults"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "pagecache_pages"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "new_pages"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "cache_hits") + summary_int<uint64_t>(r, "eexist_races"), 0u);
+  const uint64_t index_allocs = summary_int<uint64_t>(r, "index_page_allocs");
+  EXPECT_EQ(summary_int<uint64_t>(r, "index_pages"), has_swap_vector(v) ? shmem_index_pages(n) : 0);
+  EXPECT_EQ(index_allocs - summary_int<uint64_t>(r, "index_pages_freed"), summary_int<uint64_t>(r, "index_pages"));
   const uint64_t info = info_lock_expected(v, n, index_allocs, n);
-  EXPECT_EQ(sint(r, "info_lock_acquisitions"), info);
-  EXPECT_EQ(lockstat_acq(r, "info->lock"), info);
-  EXPECT_DOUBLE_EQ(sreal(r, "info_lock_per_fault"), double(info) / double(n));
-  EXPECT_EQ(lockstat_acq(r, tree_lock_class(v)), n);
-  EXPECT_EQ(lockstat_acq(r, "lru_lock"), sint(r, "lru_lock_acquisitions"));
-  const LockStatRow* mm = lockstat_row(r, "mmap_sem-R");  // read only: no plain or -W row
+  EXPECT_EQ(summary_int<uint64_t>(r, "info_lock_acquisitions"), info);
+  EXPECT_EQ(lockstat_acquisitions(r, "info->lock"), info);
+  EXPECT_DOUBLE_EQ(std::get<double>(summary_value(r, "info_lock_per_fault")), double(info) / double(n));
+  EXPECT_EQ(lockstat_acquisitions(r, tree_lock_class(v)), n);
+  EXPECT_EQ(lockstat_acquisitions(r, "lru_lock"), summary_int<uint64_t>(r, "lru_lock_acquisitions"));
+  const LockStatRow* mm = r.lock_row("mmap_sem-R");  // read only: no plain or -W row
   ASSERT_NE(mm, nullptr);
-  EXPECT_EQ(lockstat_row(r, "mmap_sem"), nullptr);
-  EXPECT_EQ(lockstat_row(r, "mmap_sem-W"), nullptr);
+  EXPECT_EQ(r.lock_row("mmap_sem"), nullptr);
+  EXPECT_EQ(r.lock_row("mmap_sem-W"), nullptr);
   EXPECT_EQ(mm->kind, "rwsem");
   EXPECT_EQ(mm->acquisitions, n);
   EXPECT_EQ(mm->contentions, 0u);  // readers never wait: there is no writer
-  EXPECT_EQ(sint(r, "mmap_sem_reads"), n);
-  EXPECT_EQ(sint(r, "mmap_sem_read_acquisitions"), n);  // the scenario's declared expectation
+  EXPECT_EQ(summary_int<uint64_t>(r, "mmap_sem_reads"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "mmap_sem_read_acquisitions"), n);  // the scenario's declared expectation
   EXPECT_EQ(r.workers.size(), size_t(threads));
   for (const auto& w : r.workers) EXPECT_EQ(w.ops, per);
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact")));
-  EXPECT_EQ(std::get<std::string>(summary(r, "check")).rfind("ok:", 0), 0u)
-      << std::get<std::string>(summary(r, "check"));
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact"));
+  EXPECT_EQ(std::get<std::string>(summary_value(r, "check")).rfind("ok:", 0), 0u)
+      << std::get<std::string>(summary_value(r, "check"));
 }
 
 TEST_P(ShmemScenario, OverlapInsertsEveryIndexOnce) {
@@ -383,18 +370,18 @@ TEST_P(ShmemScenario, OverlapInsertsEveryIndexOnce) {
                                  {"pages_per_thread", int64_t(per)},
                                  {"pattern", std::string("overlap")},
                                  {"backing", std::string("real")}});
-  EXPECT_EQ(sint(r, "file_pages"), n);
-  EXPECT_EQ(sint(r, "pagecache_pages"), n);
-  EXPECT_EQ(sint(r, "new_pages"), n);
-  EXPECT_EQ(sint(r, "touches"), n * uint64_t(threads));
-  const uint64_t misses = sint(r, "new_pages") + sint(r, "eexist_races");
-  EXPECT_EQ(sint(r, "faults"), misses + sint(r, "cache_hits"));
-  EXPECT_EQ(sint(r, "page_allocs") - sint(r, "page_allocs_unused"), n);
-  const uint64_t info = info_lock_expected(v, misses, sint(r, "index_page_allocs"), n);
-  EXPECT_EQ(sint(r, "info_lock_acquisitions"), info);
-  EXPECT_EQ(lockstat_acq(r, "info->lock"), info);
-  EXPECT_EQ(lockstat_acq(r, tree_lock_class(v)), misses);
-  EXPECT_TRUE(std::get<bool>(summary(r, "lock_counts_exact"))) << std::get<std::string>(summary(r, "check"));
+  EXPECT_EQ(summary_int<uint64_t>(r, "file_pages"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "pagecache_pages"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "new_pages"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "touches"), n * uint64_t(threads));
+  const uint64_t misses = summary_int<uint64_t>(r, "new_pages") + summary_int<uint64_t>(r, "eexist_races");
+  EXPECT_EQ(summary_int<uint64_t>(r, "faults"), misses + summary_int<uint64_t>(r, "cache_hits"));
+  EXPECT_EQ(summary_int<uint64_t>(r, "page_allocs") - summary_int<uint64_t>(r, "page_allocs_unused"), n);
+  const uint64_t info = info_lock_expected(v, misses, summary_int<uint64_t>(r, "index_page_allocs"), n);
+  EXPECT_EQ(summary_int<uint64_t>(r, "info_lock_acquisitions"), info);
+  EXPECT_EQ(lockstat_acquisitions(r, "info->lock"), info);
+  EXPECT_EQ(lockstat_acquisitions(r, tree_lock_class(v)), misses);
+  EXPECT_TRUE(summary_bool(r, "lock_counts_exact")) << std::get<std::string>(summary_value(r, "check"));
 }
 
 INSTANTIATE_TEST_SUITE_P(VariantsThreads, ShmemScenario,
@@ -410,9 +397,9 @@ TEST(ShmemScenarioOptions, LockstatOffKeepsTheCountsAndDropsTheRows) {
                                 "node:1 core:4 pu:1", /*lockstat=*/false);
   EXPECT_TRUE(r.lockstat.empty());
   // The formula's count is there; lock_stat's is not measured, and nothing claims the counts were checked.
-  EXPECT_EQ(sint(r, "info_lock_expected"), 2 * 2000 + sint(r, "index_page_allocs"));
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary(r, "info_lock_acquisitions")));
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary(r, "lock_counts_exact")));
+  EXPECT_EQ(summary_int<uint64_t>(r, "info_lock_expected"), 2 * 2000 + summary_int<uint64_t>(r, "index_page_allocs"));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary_value(r, "info_lock_acquisitions")));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(summary_value(r, "lock_counts_exact")));
 }
 
 TEST(ShmemScenarioOptions, TwoNodesAllocateOnTheWorkersNodes) {
@@ -422,8 +409,8 @@ TEST(ShmemScenarioOptions, TwoNodesAllocateOnTheWorkersNodes) {
                                  {"pattern", std::string("overlap")},
                                  {"backing", std::string("none")}},
                                 "node:2 core:2 pu:1");
-  EXPECT_EQ(sint(r, "pagecache_pages"), 4000u);
-  EXPECT_EQ(sint(r, "new_pages"), 4000u);
+  EXPECT_EQ(summary_int<uint64_t>(r, "pagecache_pages"), 4000u);
+  EXPECT_EQ(summary_int<uint64_t>(r, "new_pages"), 4000u);
 }
 
 TEST(ShmemScenarioOptions, BadInputIsAValueError) {

@@ -21,6 +21,8 @@ using namespace alloclab::vmalloc;
 
 namespace {
 
+using support::summary_value;
+
 constexpr unsigned long kBase = 0x100000000ul;  // a page-aligned base for hand-built trees
 
 VmapArea* make_va(VmapCpu& c, unsigned long start, unsigned long end) {
@@ -55,20 +57,10 @@ LockDomain& quiet_domain() {
   return d;
 }
 
-const Value& summary(const RunResult& r, const std::string& k) {
-  for (const auto& [name, v] : r.summary)
-    if (name == k) return v;
-  throw std::runtime_error("no summary field " + k);
-}
 double num(const RunResult& r, const std::string& k) {
-  const Value& v = summary(r, k);
+  const Value& v = summary_value(r, k);
   if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
   return std::get<double>(v);
-}
-const LockStatRow* lockstat_row(const RunResult& r, const std::string& cls) {
-  for (const auto& row : r.lockstat)
-    if (row.cls == cls) return &row;
-  return nullptr;
 }
 
 constexpr auto& invalid_argument_of = support::error_of;
@@ -540,19 +532,19 @@ TEST(VmallocStress, BusyLockAcquisitionsPerAllocAreExactlyTwoAndOne) {
       const double k = std::string(mode) == "twice" ? 2 : 1;
       const std::string cls = nodes == 1 ? "vmap_area_lock" : "vn->busy.lock";
       SCOPED_TRACE(cls + " " + mode);
-      EXPECT_EQ(std::get<std::string>(summary(r, "busy_lock_class")), cls);
+      EXPECT_EQ(std::get<std::string>(summary_value(r, "busy_lock_class")), cls);
       EXPECT_EQ(num(r, "allocs"), 6000);
       EXPECT_EQ(num(r, "frees"), 6000);
       EXPECT_EQ(num(r, "alloc_failures"), 0);
       EXPECT_EQ(num(r, "busy_lock_per_alloc"), k);
       EXPECT_EQ(num(r, "busy_lock_per_free"), 1);
-      const LockStatRow* row = lockstat_row(r, cls);
+      const LockStatRow* row = r.lock_row(cls);
       ASSERT_NE(row, nullptr);
       EXPECT_EQ(row->acquisitions, uint64_t((k + 1) * 6000));
-      EXPECT_EQ(lockstat_row(r, nodes == 1 ? "vn->busy.lock" : "vmap_area_lock"), nullptr);
+      EXPECT_EQ(r.lock_row(nodes == 1 ? "vn->busy.lock" : "vmap_area_lock"), nullptr);
       EXPECT_GT(num(r, "drains"), 0);
       if (nodes == 1) {
-        EXPECT_EQ(lockstat_row(r, "free_vmap_area_lock")->acquisitions >= 6000, true);
+        EXPECT_EQ(r.lock_row("free_vmap_area_lock")->acquisitions >= 6000, true);
         EXPECT_EQ(num(r, "pool_hits"), 0);
       } else {
         // Thread stacks come back from the pools once a purge has filled them; how many depends on when the
@@ -632,8 +624,8 @@ TEST(VmallocStress, MapPagesReturnsEveryPageAndKeepsCounts) {
     EXPECT_EQ(num(r, "page_alloc_failures"), 0);
     EXPECT_EQ(num(r, "busy_lock_per_alloc"), std::string(mode) == "twice" ? 2 : 1);
     // The page allocator's locks now sit around the vmalloc locks (finish checked every page came back).
-    ASSERT_NE(lockstat_row(r, "pcp->lock"), nullptr);
-    EXPECT_GE(lockstat_row(r, "pcp->lock")->acquisitions, 4000u);
+    ASSERT_NE(r.lock_row("pcp->lock"), nullptr);
+    EXPECT_GE(r.lock_row("pcp->lock")->acquisitions, 4000u);
   }
   // Too little memory (one worker holding 299 x 4 pages of 2 x 512): allocations fail on pages, are undone (the
   // area is freed again) and reported; finish still finds every page and all the space returned.
@@ -684,9 +676,9 @@ TEST(VmallocStress, TestVmallocCountsAreExactPerTest) {
     EXPECT_EQ(num(r, std::string(name) + "_failed"), 0);
     EXPECT_EQ(num(r, std::string(name) + "_allocs"), 4 * per_call);
     EXPECT_EQ(num(r, "frees"), 4 * per_call);
-    ASSERT_NE(lockstat_row(r, "vmap_area_lock"), nullptr);
-    EXPECT_EQ(lockstat_row(r, "vmap_area_lock")->acquisitions, uint64_t(3 * 4 * per_call));
-    const std::string lines = std::get<std::string>(summary(r, "kernel_summary"));
+    ASSERT_NE(r.lock_row("vmap_area_lock"), nullptr);
+    EXPECT_EQ(r.lock_row("vmap_area_lock")->acquisitions, uint64_t(3 * 4 * per_call));
+    const std::string lines = std::get<std::string>(summary_value(r, "kernel_summary"));
     const std::string line = "Summary: " + std::string(name) + " passed: 2 failed: 0 repeat: 2 loops: 30 avg: ";
     EXPECT_EQ(lines.rfind(line, 0), 0u) << lines;
     EXPECT_NE(lines.find("\n" + line), std::string::npos) << lines;  // the second worker's

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 import warnings
@@ -13,18 +14,13 @@ import numpy as np
 import pandas as pd
 
 from . import _core
+from ._checks import check_int, is_integer
 from .kernel import format_perf_lock
 from .machines import Machine
 from .machines import machine as load_machine
 from .topology import Topology
 
 __all__ = ["RUN_OPTIONS", "MeasurementWarning", "RunResult", "check", "run"]
-
-#: The options of :func:`run` (and :func:`check`), as opposed to the scenario's parameters.
-RUN_OPTIONS = (
-    "topology", "placement", "lockstat", "locks", "strict", "seed", "timeout_s", "min_time_s", "grow", "exclusive",
-    "clock", "machine", "costs",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -183,7 +179,7 @@ def run(
         KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined. Ctrl-C in
             the main thread also stops the runs that other Python threads started (they return ``stopped``).
     """
-    raw = _core.run(*_core_args(scenario, params, **_options_of(locals())))
+    raw = _core.run(*_core_args(**locals()))  # locals(): the arguments, nothing else yet
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
     _warn_measurement(scenario, summary, dict(raw["provenance"]), raw["stopped"])
@@ -200,31 +196,25 @@ def run(
     )
 
 
-def check(
-    scenario: str,
-    topology: Topology | None = None,
-    *,
-    placement: str | Sequence[int] = "compact",
-    lockstat: bool = True,
-    locks: Mapping[str, str] | None = None,
-    strict: bool = False,
-    seed: int = 1,
-    timeout_s: float = 0.0,
-    min_time_s: float = 0.02,
-    grow: bool = False,
-    exclusive: bool = True,
-    clock: str = "real",
-    machine: str | os.PathLike | Machine | None = None,
-    costs: str | None = None,
-    **params: Any,
-) -> dict[str, Any]:
+#: :func:`run`'s signature, the one declaration of the options and their defaults that :func:`check` takes too.
+_RUN_SIGNATURE = inspect.signature(run)
+
+#: The options of :func:`run` (and :func:`check`), as opposed to the scenario's parameters: its arguments after
+#: ``scenario``, but for ``**params``.
+RUN_OPTIONS = tuple(
+    name for name, p in _RUN_SIGNATURE.parameters.items() if name != "scenario" and p.kind is not p.VAR_KEYWORD
+)
+
+
+def check(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """What :func:`run` checks before it builds anything, done by the engine without running: the scenario exists,
     every parameter is declared and fits its type and range, every option is valid (a lock class or kind that does
     not exist, a clock, a machine), and no lock override contradicts the parameter that picks that class's kind
     (``lock="spin"`` with ``locks={"lock_zoo": "ticket"}``). What only building and placing the run finds (memory,
     combinations a scenario refuses, more workers than a virtual machine's CPUs) is left to the run.
 
-    Args: as :func:`run`.
+    Args: :func:`run`'s, with its defaults (bound to its signature; the same ``TypeError`` for a call that does not
+        fit it).
 
     Returns:
         Every parameter of the scenario, given or defaulted, as the run would record it.
@@ -233,16 +223,17 @@ def check(
         ValueError: as :func:`run` does for the same arguments (the message names the parameter, the value, what is
             allowed and, for a mistyped name, the closest valid ones).
     """
-    return dict(_core.check_run(*_core_args(scenario, params, **_options_of(locals()))))
+    call = _RUN_SIGNATURE.bind(*args, **kwargs)
+    call.apply_defaults()
+    return dict(_core.check_run(*_core_args(**call.arguments)))
 
 
-def _options_of(names: Mapping[str, Any]) -> dict[str, Any]:
-    """The run options among a :func:`run` or :func:`check` call's ``locals()``."""
-    return {k: names[k] for k in RUN_OPTIONS}
+check.__signature__ = _RUN_SIGNATURE.replace(return_annotation="dict[str, Any]")
 
 
 def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tuple[Any, ...]:
-    """The positional arguments of ``_core.run`` and ``_core.check_run`` (they take the same)."""
+    """The positional arguments of ``_core.run`` and ``_core.check_run`` (they take the same) from :func:`run`'s
+    arguments: ``scenario``, ``params`` and every name of :data:`RUN_OPTIONS`."""
     for name, value in params.items():
         _check_int_width(name, value, scenario)
     clock = options["clock"]
@@ -254,7 +245,7 @@ def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tupl
         _flag("lockstat", options["lockstat"]),
         _locks(options["locks"]),
         _flag("strict", options["strict"]),
-        _seed(options["seed"]),
+        check_int("seed", options["seed"], 0, _INT64[1]),  # the binding takes an int64
         _seconds("timeout_s", options["timeout_s"]),
         _seconds("min_time_s", options["min_time_s"]),
         _flag("grow", options["grow"]),
@@ -270,19 +261,9 @@ def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tupl
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def _is_integer(value: Any) -> bool:
-    if isinstance(value, (bool, float)):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
 def _check_int_width(name: str, value: Any, scenario: str) -> None:
     """Integers wider than 64 bits would fail inside pybind11 with a RuntimeError; name the parameter instead."""
-    if not _is_integer(value):
+    if not is_integer(value):
         return
     v = operator.index(value)
     if _INT64[0] <= v <= _INT64[1]:
@@ -322,7 +303,7 @@ def _placement(placement: Any) -> Any:
     if isinstance(placement, str):
         return placement
     items = None if isinstance(placement, (bytes, Mapping)) or not isinstance(placement, Iterable) else list(placement)
-    if items is None or not all(_is_integer(p) for p in items):
+    if items is None or not all(is_integer(p) for p in items):
         raise ValueError(f"placement: expected 'compact', 'scatter' or a list of model PU numbers, got {placement!r}")
     return [operator.index(p) for p in items]
 
@@ -333,16 +314,6 @@ def _locks(locks: Any) -> dict[Any, Any]:
     if not isinstance(locks, Mapping):
         raise ValueError(f"locks: expected a mapping of lock class -> lock kind, got {locks!r}")
     return dict(locks)
-
-
-def _seed(seed: Any) -> int:
-    """The seed as an int that fits the binding's int64 (a negative one is the engine's to refuse)."""
-    if not _is_integer(seed):
-        raise ValueError(f"seed: expected an integer, got {seed!r} (allowed: 0..{_INT64[1]})")
-    value = operator.index(seed)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise ValueError(f"seed: value out of range: {value} (allowed: 0..{_INT64[1]})")
-    return value
 
 
 def _seconds(name: str, value: Any) -> float:

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .machines import profile_fields
+from ._checks import check_int
+from .machines import UNITS, profile_fields
 
 __all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "calibrate", "to_toml"]
 
@@ -54,15 +55,6 @@ REPEATS_RANGE = (1, 50)
 WIDE_SPREAD = 0.25
 #: One round's measurements: ``{"section.field": (value, how it was measured)}``.
 _Results = dict[str, tuple[float, str]]
-#: The unit of each section's numbers, for the spread in the source text.
-_UNITS = {
-    "clock": "GHz",
-    "transfer_ns": "ns",
-    "wakeup_ns": "ns",
-    "bandwidth_gbs": "GB/s",
-    "page_ns": "ns",
-    "op_cycles": "cycles",
-}
 
 
 def calibrate(
@@ -90,7 +82,7 @@ def calibrate(
             only) or the result is not a valid profile.
         RuntimeError: a measurement thread could not be pinned to its PU.
     """
-    runs = _check_repeats(REPEATS[1 if quick else 0] if repeats is None else repeats)
+    runs = check_int("repeats", REPEATS[1 if quick else 0] if repeats is None else repeats, *REPEATS_RANGE)
     cpu = _cpu_model()
     when = dt.datetime.now(dt.UTC).date().isoformat()
     run = _Run(quick, f"calibrated on {cpu} with alloclab calibrate on {when}", log)
@@ -167,16 +159,6 @@ class _Run:
         return value, how
 
 
-def _check_repeats(repeats: Any) -> int:
-    """``repeats`` as an int; a ValueError naming it unless it is an integer in ``REPEATS_RANGE``."""
-    lo, hi = REPEATS_RANGE
-    if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer):
-        raise ValueError(f"repeats: expected an integer, got {repeats!r} (allowed: {lo}..{hi})")
-    if not lo <= repeats <= hi:
-        raise ValueError(f"repeats: value out of range: {repeats} (allowed: {lo}..{hi})")
-    return int(repeats)
-
-
 def _measure_all(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]], pu: int) -> _Results:
     """One round: every measurement once, in profile order; ``{"section.field": (value, how)}``. The op cycles use
     this round's clock."""
@@ -198,7 +180,7 @@ def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], list[
         section, field = key.split(".")
         values = [r[key][0] for r in rounds]
         median = statistics.median(values)
-        unit = _UNITS[section]
+        unit = UNITS[section]
         if len(values) == 1:
             spread = "one run (repeats=1: no spread measured)"
         else:

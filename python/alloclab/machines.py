@@ -25,7 +25,7 @@ from .topology import Topology
 
 __all__ = ["Machine", "machine", "machines"]
 
-#: The unit of each table's numbers, for display.
+#: The unit of each table's numbers, for display (``Machine.fields``) and in ``alloclab calibrate``'s sources.
 UNITS = {
     "clock": "GHz",
     "transfer_ns": "ns",

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import config
+from ._checks import check_int
 from ._run import RunResult
 from .sweep import SweepResult
 
@@ -404,8 +405,7 @@ def lockstat_compare(
     Raises:
         ValueError: a table lacks ``class``, ``contentions`` or ``waittime_total_ns``, or ``top`` < 1.
     """
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"top: expected an integer >= 1, got {top!r}")
+    top = check_int("top", top, 1)
     import seaborn as sns
 
     cols = ["class", "contentions", "waittime_total_ns"]

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from . import _resultdir, _resume, cluster, results
+from ._checks import check_int
 from ._run import RUN_OPTIONS, MeasurementWarning, RunResult, check  # RUN_OPTIONS: may also be grid axes
 from .machines import Machine
 from .machines import machine as load_machine
@@ -220,11 +221,9 @@ def sweep(
             (with ``out``) and carried by the exception (``.result``); it is a ``KeyboardInterrupt``.
     """
     grid = dict(grid or {})
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise ValueError(f"repeats: must be an integer >= 1, got {repeats!r}")
-    for name, value in (("retries", retries), ("lockstat_repeats", lockstat_repeats)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
+    repeats = check_int("repeats", repeats, 1)
+    retries = check_int("retries", retries, 0)
+    lockstat_repeats = check_int("lockstat_repeats", lockstat_repeats, 0)
     overlap = set(grid) & set(fixed)
     if overlap:
         raise ValueError(f"grid and fixed parameters overlap: {sorted(overlap)}")

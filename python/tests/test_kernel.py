@@ -224,5 +224,5 @@ def test_plot_lockstat_compare(model, tmp_path):
     assert model_bars[0].get_width() == float(model.lockstat["contentions"].sum())
     assert [t.get_text() for t in ax_n.get_legend().get_texts()] == ["model", "kernel"]
     assert al.plot.savefig(ax_n, tmp_path / "cmp.png").stat().st_size > 0
-    with pytest.raises(ValueError, match=r"top: expected an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^top: value out of range: 0 \(allowed: >= 1\)$"):
         al.plot.lockstat_compare(model, k, top=0)

@@ -268,7 +268,7 @@ def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagge
                   iterations=100, min_time_s=0)  # fmt: skip
     assert len(calls) == 2 and df["attempts"].tolist() == [2]
     assert df.attrs["alloclab"]["retried_runs"] == 1
-    with pytest.raises(ValueError, match=r"^retries: must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"^retries: value out of range: -1 \(allowed: >= 0\)$"):
         al.sweep("lock_zoo", retries=-1, progress=False)
 
 

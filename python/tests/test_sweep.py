@@ -127,7 +127,7 @@ def no_runs(monkeypatch):
         ({"iterations": 0}, r"^iterations: value out of range: 0"),  # a fixed parameter
         ({"grid": {"locks": [{"lock_zoo": "mcs"}, {"zone->lok": "mcs"}]}}, r"^locks: unknown lock class 'zone->lok'"),
         ({"grid": {"clock": ["real", "virtul"]}}, r"^clock: invalid value 'virtul'.*did you mean 'virtual'\?$"),
-        ({"grid": {"seed": [1, -1]}}, r"^seed: -1 is negative"),
+        ({"grid": {"seed": [1, -1]}}, r"^seed: value out of range: -1 \(allowed: 0\.\.9223372036854775807\)$"),
         ({"scenario": "lock_zo"}, r"^scenario: unknown scenario 'lock_zo' .*; did you mean 'lock_zoo'\?$"),
         # lock= and locks= naming two kinds for one class: a conflict, never a run relabelled
         (

@@ -49,18 +49,15 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
     bool at_root;  // the fast path: this acquisition queued its own node at the root, and no node lock
   };
 
-  // The fast path when the node's queue is empty (a relaxed read: only a guess) and the root's compare-and-swap
-  // finds the root free, else the two-level path. True if acquired; false: wait() (the two-level wait, Base's: a
-  // fast path that fails never waits at the root).
-  bool enter(Token& me) noexcept {
-    me.at_root = local_of(me).tail.load(std::memory_order_relaxed) == nullptr && mcs_try_enqueue(global.tail, me, 0);
-    return me.at_root || Base::enter(me);
-  }
-  // Never waits: takes the root alone if the node's queue is empty and the root free (with the root busy the
-  // two-level try fails as well).
+  // The fast path (try_enter), else the two-level path. True if acquired; false: wait() (the two-level wait, Base's:
+  // a fast path that fails never waits at the root).
+  bool enter(Token& me) noexcept { return try_enter(me) || Base::enter(me); }
+  // The fast path alone, never waiting: takes the root alone if the node's queue is empty (a relaxed read: only a
+  // guess) and the root's compare-and-swap finds the root free (with the root busy the two-level try fails as well).
+  // True if acquired; me.at_root says the same.
   bool try_enter(Token& me) noexcept {
-    me.at_root = true;
-    return local_of(me).tail.load(std::memory_order_relaxed) == nullptr && mcs_try_enqueue(global.tail, me, 0);
+    me.at_root = local_of(me).tail.load(std::memory_order_relaxed) == nullptr && mcs_try_enqueue(global.tail, me, 0);
+    return me.at_root;
   }
   // On the fast path: the root's MCS release (one store into the next node's line, or a compare-and-swap when
   // nobody waits); otherwise the two-level release.
