@@ -84,6 +84,17 @@ TEST(VirtualHandoff, TicketWaitsForTheReadsServedBeforeTheNextOwner) {
   // Every waiter more is one read more before the far owner's.
   const Queue more(m, {5, 1, 2, 3, 6});
   EXPECT_EQ(TicketSpinlock::vhandoff(more.release(0, 0)).wakes[0].at, (20 * 3 + 40) * kNs);
+  // The reads behind the next owner's keep the line busy until every waiter's is served; a release before then
+  // starts its hand-off when they are done.
+  h = TicketSpinlock::vhandoff(far_first.release(0, 0));
+  EXPECT_EQ(h.line_busy_until, (20 + 20 + 40) * kNs);
+  h = TicketSpinlock::vhandoff(more.release(0, 0));
+  EXPECT_EQ(h.line_busy_until, (20 * 3 + 40 * 2) * kNs);
+  VRelease late = near_first.release(0, 10 * kNs);
+  late.line_busy_until = 500 * kNs;
+  h = TicketSpinlock::vhandoff(late);
+  EXPECT_EQ(h.wakes[0].at, (500 + 20) * kNs);
+  EXPECT_EQ(h.line_busy_until, (500 + 20 + 20 + 40) * kNs);
 }
 
 TEST(VirtualHandoff, TtasIsARaceTheNearestLookerWins) {
@@ -405,6 +416,46 @@ TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
   EXPECT_EQ(rows[0].hold_min_ns, 100.0);  // exactly: virtual time
   EXPECT_EQ(rows[0].hold_max_ns, 100.0);
   EXPECT_GT(rows[0].contentions, 0u);
+}
+
+// A ticket lock on the simulator's fibers (two sockets: CPUs 0-1 and 2-3; 20 ns within one, 40 ns across). CPU 0
+// holds it 1000 ns while 1, 2 and 3 queue; each of them holds it 10 ns. CPU 0's release (at r0) has three re-reads
+// to serve: CPU 1's (20 ns) first, it owns the lock at r0 + 20; CPUs 2 and 3 read after it (40 ns each), the line is
+// busy until r0 + 100. CPU 1 releases at r0 + 30, but its store queues behind those reads: its hand-off starts at
+// r0 + 100 and CPU 2's read comes 40 ns later (r0 + 140; the line busy until r0 + 180 with CPU 3's); CPU 2's release
+// at r0 + 150 waits for r0 + 180, then CPU 3's read: r0 + 200. (Starting each hand-off at its release instead gave
+// r0 + 70 and r0 + 100: a release cheaper the fewer waiters read before the next owner, whatever the others cost.)
+TEST(VirtualLock, TicketReleaseQueuesBehindTheLastReleasesReReads) {
+  const auto profile = two_sockets(2);
+  CostModel m(profile, Costs::table, {0, 1, 2, 3}, 1.0);
+  const CostScope scope(&m);
+  const VirtualClockScope vclock;
+  LockConfig c;
+  c.set("zone->lock", "ticket");
+  LockDomain d(c, true, false, &m);
+  d.reset_stats(4);
+  Lock l(d, "zone->lock");
+  std::vector<vt::vtime> acquired(4), released(4);
+  vt::Simulator sim;
+  sim.run(4, [&](int cpu) {
+    d.attach(cpu, cpu);
+    spin_for_ticks(ns_to_ticks(100 * cpu));  // arrivals: 0, then 1, 2, 3, each while 0 holds it
+    LockToken t;
+    l.lock(t);
+    acquired[size_t(cpu)] = clock_ticks();
+    spin_for_ticks(ns_to_ticks(cpu == 0 ? 1000 : 10));
+    released[size_t(cpu)] = clock_ticks();
+    l.unlock(t);
+  });
+  const vt::vtime r0 = released[0];
+  EXPECT_EQ(acquired[1] - r0, 20 * kNs);
+  EXPECT_EQ(released[1] - r0, 30 * kNs);
+  EXPECT_EQ(acquired[2] - r0, 140 * kNs);
+  EXPECT_EQ(acquired[3] - r0, 200 * kNs);
+  const std::vector<LockStatRow> rows = d.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].acquisitions, 4u);
+  EXPECT_EQ(rows[0].contentions, 3u);
 }
 
 // hmcs on the simulator's fibers: CPU 0 takes the free lock (AHMCS's fast path: the root alone), CPU 2 (the other

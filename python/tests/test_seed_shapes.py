@@ -38,12 +38,6 @@ VMALLOC_MISS = (
     "at 40 / 80 / 120 / 160 vCPUs (v6.7; seed +0.5 % to +5.5 %), -0.35 % at 160 and -0.05 % at 224 with vmap nodes "
     "(seed +0.6 %, +4 %): at this size the model shows no gain from taking the busy lock once"
 )
-SHMEM_PREALLOC_MISS = (
-    "measured at the quick size (64 pages per thread, 64 threads on nehalem-ex-4s-64t): prealloc / lock_twice = "
-    "0.774, above the band's 0.75 (the seed: 0.60). info->lock is the bottleneck of both (held 81 % of lock_twice's "
-    "run, 86 % of prealloc's): prealloc's one hold (835 ns) is 0.82 of lock_twice's two (2 x 510 ns); 0.6 needs a "
-    "cost per acquisition twice the work in the lock. 2.6.35's ticket spinlock on info->lock gives 0.96 (tried)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +158,6 @@ def shmem_ratio() -> pd.Series:
     return shmem.projection(quick=True).set_index("variant")[f"ratio_vs_{shmem.BASELINE}"]
 
 
-@pytest.mark.xfail(strict=True, reason=SHMEM_PREALLOC_MISS)
 def test_shmem_prealloc_takes_the_seeds_share_of_lock_twice(shmem_ratio):
     # The seed: ~12 s / ~20 s = 0.6 at 64 threads, disjoint; the issue's band is 0.5-0.75.
     assert 0.5 <= shmem_ratio["prealloc"] <= 0.75

@@ -107,6 +107,24 @@ def test_each_variant_runs_the_page_allocator_of_its_kernel(variant, clock):
     assert bool(s["lock_counts_exact"])
 
 
+def test_each_variant_runs_the_lock_kinds_of_its_kernel():
+    # 2.6.35 on x86: every spinlock_t is a ticket spinlock; the modern variant keeps the lab's defaults (qspinlock).
+    # The user's locks= wins over the scenario's kernel.
+    def kinds(variant, **kw):
+        r = al.run("shmem_fault", clock="virtual", machine="nehalem-ex-4s-64t", threads=2, variant=variant,
+                   pages_per_thread=64, backing="none", **kw)  # fmt: skip
+        return r.lockstat.set_index("class")["kind"].to_dict()
+
+    spinlocks = ["info->lock", "mapping->tree_lock", "lru_lock", "zone->lock"]
+    for variant in ("lock_twice", "prealloc"):
+        assert {c: kinds(variant)[c] for c in spinlocks} == dict.fromkeys(spinlocks, "ticket")
+    assert kinds("ramfs")["mapping->tree_lock"] == "ticket" and "info->lock" not in kinds("ramfs")
+    modern = kinds("modern")
+    assert modern["info->lock"] == modern["mapping->i_pages"] == modern["zone->lock"] == "qspinlock"
+    assert kinds("prealloc", locks={"info->lock": "qspinlock"})["info->lock"] == "qspinlock"
+    assert kinds("modern", locks={"info->lock": "ticket"})["info->lock"] == "ticket"
+
+
 def test_virtual_lock_sections_pay_the_transfer_of_what_they_touch():
     # Two workers on the seed's 4-socket profile, same socket (PUs 0 and 2) or two sockets (0 and 16): each
     # info->lock section takes mapping->tree_lock and writes the radix tree's upper nodes and mapping->nrpages, which

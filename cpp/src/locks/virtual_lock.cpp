@@ -1,4 +1,5 @@
 // Lock on the simulator's fibers: acquisition, try, release and hand-off in virtual time (see virtual_lock.hpp).
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <utility>
@@ -23,7 +24,9 @@ VHandoff handoff(LockKind k, const VRelease& r) {
 }
 
 // Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: one atomic RMW on the lock word,
-// which first comes from its last writer's cache. Call at a sync point.
+// which first comes from its last writer's cache. Call at a sync point. (No re-reads are still queued on the line
+// then: a ticket lock is free only after every waiter of its last release has had it, each hand-off starting after
+// the one before it was served; VirtualLock::line_busy_until.)
 void take(VirtualLock& v, int cpu, CostModel& m, bool shared) {
   if (shared) {
     ++v.readers;
@@ -125,8 +128,10 @@ void Lock::vunlock(LockToken& t, bool read) {
     VRelease r{self, now, v.queue.waiters(), m, domain_->vwait_states(), v.batch, v.released_at};
     r.handoff = v.handoff;
     r.taken_free = v.taken_free;
+    r.line_busy_until = v.line_busy_until;
     const VHandoff h = handoff(kind_, r);
     v.batch = h.batch ? v.batch + 1 : 0;
+    v.line_busy_until = std::max(v.line_busy_until, h.line_busy_until);
     if (h.readers > 0) {
       // rwsem_mark_wake: the first h.readers reading waiters hold the read side from now on (writers stay queued).
       std::vector<int> granted;

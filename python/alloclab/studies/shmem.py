@@ -29,6 +29,16 @@ The plan (fixed before any result of it was looked at, issue 17 item 5; ``PLAN``
   of its inputs, so a repeat gives the same figure and no significance test applies. Its ratios to ``lock_twice``
   are printed beside the seed's 20 s -> 12 s (0.60) and ramfs 10.5 s (0.525), untuned.
 
+The lock kinds are the seed kernel's, declared by the ``shmem_fault`` scenario with its kernel (not here): in 2.6.35
+on x86 every ``spinlock_t`` is a ticket spinlock, so ``lock_twice``, ``prealloc`` and ``ramfs`` run ``info->lock``,
+``mapping->tree_lock``, ``lru_lock`` and ``zone->lock`` as ``ticket`` (``modern`` keeps qspinlock); a ``locks=``
+entry overrides them. With 63 CPUs waiting, a ticket hand-off (the line serving every waiter's re-read, about
+7.2 us on this profile) dwarfs the holds (0.5-0.9 us), so the virtual ratios come out near the ratio of
+acquisitions (prealloc 0.51, ramfs 0.49 at the quick size). The absolute time per fault is about three times the
+seed's (14.5 us against 4.8 us): the model charges each re-read a whole line transfer at its distance, where the
+seed's Nehalem-EX serves a socket's waiters from its inclusive L3 after one cross-socket fill; that per-socket
+serving, for which the profile has no sourced figure, is what the model lacks.
+
 ``projected["vs_lock_twice"]`` puts the seed's figures, the virtual projection and the real disjoint runs side by side
 per thread count.
 """

@@ -38,6 +38,8 @@ struct VRelease {
   bool handoff = false;            // rwsem: the head waiter has set RWSEM_FLAG_HANDOFF (VirtualLock::handoff)
   bool taken_free = false;         // the releaser took the lock free, not from a hand-off (VirtualLock::taken_free):
                                    // hmcs's fast path
+  vt::vtime line_busy_until = 0;   // the lock word's line still serves reads queued at an earlier release until then
+                                   // (VirtualLock::line_busy_until; 0: none queued)
 
   vt::vtime transfer_to(int cpu) const { return costs.transfer(releaser, cpu); }
   int node_of(int cpu) const { return costs.node_of(cpu); }
@@ -58,6 +60,8 @@ struct VHandoff {
                          // VRelease::batch + 1); otherwise the batch restarts at 0
   uint32_t readers = 0;  // a reader-writer kind: the first `readers` waiters for the read side (oldest first, writers
                          // skipped) hold it from the release on, each woken at wakes[0].at (nr_wakes is 1)
+  vt::vtime line_busy_until = 0;  // a kind whose waiters all re-read the word (ticket): when the line has served the
+                                  // last of this release's re-reads; a later write to the word queues behind them
 
   void wake(int cpu, vt::vtime at) { wakes[size_t(nr_wakes++)] = {cpu, at}; }
 };

@@ -29,14 +29,15 @@ namespace alloclab {
 struct VirtualLock {
   explicit VirtualLock(std::string label) : queue(std::move(label)) {}
 
-  vt::WaitQueue queue;        // the waiters, oldest first; labelled with the lock class for deadlock messages
-  int holder = -1;            // the virtual CPU holding it (-1: free, or held by readers only)
-  uint32_t readers = 0;       // read-side holders (a kind with a read side; granted ones may not run yet)
-  bool handoff = false;       // rwsem: RWSEM_FLAG_HANDOFF, set by the head writer after RWSEM_WAIT_TIMEOUT
-  int last = -1;              // the CPU whose cache holds the lock word: its last writer (-1: never written)
-  uint32_t batch = 0;         // NUMA-aware kinds: hand-offs in a row kept within one node (VHandoff::batch)
-  vt::vtime released_at = 0;  // the last release (0: none yet)
-  bool taken_free = false;    // its holder took it free (uncontended, or a race won), not from an owned hand-off
+  vt::WaitQueue queue;            // the waiters, oldest first; labelled with the lock class for deadlock messages
+  int holder = -1;                // the virtual CPU holding it (-1: free, or held by readers only)
+  uint32_t readers = 0;           // read-side holders (a kind with a read side; granted ones may not run yet)
+  bool handoff = false;           // rwsem: RWSEM_FLAG_HANDOFF, set by the head writer after RWSEM_WAIT_TIMEOUT
+  int last = -1;                  // the CPU whose cache holds the lock word: its last writer (-1: never written)
+  uint32_t batch = 0;             // NUMA-aware kinds: hand-offs in a row kept within one node (VHandoff::batch)
+  vt::vtime released_at = 0;      // the last release (0: none yet)
+  bool taken_free = false;        // its holder took it free (uncontended, or a race won), not from an owned hand-off
+  vt::vtime line_busy_until = 0;  // the word's line serves re-reads queued at a release until then (VHandoff)
 };
 
 }  // namespace alloclab

@@ -9,6 +9,8 @@
 // Leaves out: the paravirt "slowpath" bit and proportional backoff.
 #pragma once
 
+#include <algorithm>
+
 #include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/spin_wait.hpp"
 
@@ -50,18 +52,25 @@ struct TicketSpinlock {
   // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once. The release invalidates the owner line
   // in every waiter's cache and all of them read it again; the line serves the reads one at a time, nearest first
   // (ties by CPU), and the next owner sees its ticket once its own read is served: the hand-off grows with the
-  // number of waiters.
+  // number of waiters. The reads queued behind the next owner's are still served after it has the lock, so the
+  // line is busy with them until every waiter's read is done (VHandoff::line_busy_until): the next release's store
+  // to the word, and so its hand-off, queues behind them. Every release thus costs the line one read per waiter,
+  // the serialisation Boyd-Wickizer et al. model (a hand-off time of c per waiting core), whatever the queue's order.
   static VHandoff vhandoff(const VRelease& r) {
     const vt::Waiter& next = r.waiters.front();
     const vt::vtime own = r.transfer_to(next.cpu);
-    vt::vtime at = r.now;
+    const vt::vtime start = std::max(r.now, r.line_busy_until);
+    vt::vtime at = start;
+    vt::vtime busy = start;
     for (const vt::Waiter& w : r.waiters) {
       const vt::vtime t = r.transfer_to(w.cpu);
       if (t < own || (t == own && w.cpu <= next.cpu)) at += t;
+      busy += t;
     }
     VHandoff h;
     h.wake(next.cpu, at);
     h.owned = true;
+    h.line_busy_until = busy;
     return h;
   }
 
