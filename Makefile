@@ -96,16 +96,20 @@ $(STAMPS)/venv: pyproject.toml | $(STAMPS)/sysdeps
 	@touch $@
 
 install: $(STAMPS)/install
+# The build stamps take the time the build started (touched first, moved into place on success): a source saved
+# while a build runs is newer than its stamp, so the next make builds again.
 $(STAMPS)/install: $(STAMPS)/venv $(CPP_SOURCES) pyproject.toml
+	@touch $@.new
 	$(LOCK) $(VPY) -m pip install -q --no-build-isolation -e '.[test,notebooks,cluster]' $(QUIET_PIP)
-	@touch $@
+	@mv $@.new $@
 
 cpp: $(STAMPS)/cpp
 $(STAMPS)/cpp: $(STAMPS)/venv $(CPP_SOURCES)
+	@touch $@.new
 	$(LOCK) $(CMAKE) -S . -B $(CPP_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DALLOCLAB_PYTHON=OFF \
 	  -DALLOCLAB_TESTS=ON -DALLOCLAB_BENCH=ON >/dev/null
 	$(LOCK) $(CMAKE) --build $(CPP_BUILD)
-	@touch $@
+	@mv $@.new $@
 
 clean:
 	rm -rf $(BUILD) $(VENV)
