@@ -55,6 +55,32 @@ CostModel model(int cores) {
 
 constexpr vt::vtime kNs = vt::kNanosecond;
 
+// One "zone->lock" on the simulator's fibers, lock_stat on: of kind `kind` (the class's default when empty), in a
+// virtual-time domain on two sockets of two cores (CPUs 0-1 and 2-3), its virtual CPUs running as PUs `pus`.
+struct VirtualZoneLock {
+  VirtualZoneLock(const std::string& kind, std::vector<int> pus)
+      : m(two_sockets(2), Costs::table, std::move(pus), 1.0),
+        scope(&m),
+        d(config(kind), true, false, &m),
+        l(reset(d, m.nr_cpus()), "zone->lock") {}
+
+  static LockConfig config(const std::string& kind) {
+    LockConfig c;
+    if (!kind.empty()) c.set("zone->lock", kind);
+    return c;
+  }
+  static LockDomain& reset(LockDomain& d, int nr_cpus) {
+    d.reset_stats(nr_cpus);
+    return d;
+  }
+
+  CostModel m;
+  const CostScope scope;
+  const VirtualClockScope vclock;
+  LockDomain d;
+  Lock l;
+};
+
 // qspinlock hands over as MCS: the pending waiter and the queue head both spin on the lock word.
 TEST(VirtualHandoff, McsAndQspinlockHandToTheOldestAfterOneTransfer) {
   const CostModel m = model(4);  // cpus 0-3 socket 0, 4-7 socket 1
@@ -370,12 +396,8 @@ TEST(VirtualLockZoo, NumaAwareKindsOnOneNodeRunInBothClocks) {
 }
 
 TEST(VirtualLock, AWaitThatCanNeverEndNamesTheLockAndTheCpus) {
-  const auto profile = two_sockets(2);
-  CostModel m(profile, Costs::table, {0, 1, 2}, 1.0);
-  const CostScope scope(&m);
-  LockDomain d(LockConfig{}, true, false, &m);
-  d.reset_stats(3);
-  Lock l(d, "zone->lock");
+  VirtualZoneLock v("", {0, 1, 2});
+  Lock& l = v.l;
   vt::Simulator sim;
   try {
     sim.run(3, [&](int cpu) {
@@ -393,13 +415,9 @@ TEST(VirtualLock, AWaitThatCanNeverEndNamesTheLockAndTheCpus) {
 }
 
 TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
-  const auto profile = two_sockets(2);
-  CostModel m(profile, Costs::table, {0, 2}, 1.0);  // one CPU on each socket
-  const CostScope scope(&m);
-  const VirtualClockScope vclock;
-  LockDomain d(LockConfig{}, true, false, &m);
-  d.reset_stats(2);
-  Lock l(d, "zone->lock");
+  VirtualZoneLock v("", {0, 2});  // one CPU on each socket
+  LockDomain& d = v.d;
+  Lock& l = v.l;
   vt::Simulator sim;
   sim.run(2, [&](int cpu) {
     d.attach(cpu, cpu == 0 ? 0 : 2);
@@ -426,15 +444,9 @@ TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
 // at r0 + 150 waits for r0 + 180, then CPU 3's read: r0 + 200. (Starting each hand-off at its release instead gave
 // r0 + 70 and r0 + 100: a release cheaper the fewer waiters read before the next owner, whatever the others cost.)
 TEST(VirtualLock, TicketReleaseQueuesBehindTheLastReleasesReReads) {
-  const auto profile = two_sockets(2);
-  CostModel m(profile, Costs::table, {0, 1, 2, 3}, 1.0);
-  const CostScope scope(&m);
-  const VirtualClockScope vclock;
-  LockConfig c;
-  c.set("zone->lock", "ticket");
-  LockDomain d(c, true, false, &m);
-  d.reset_stats(4);
-  Lock l(d, "zone->lock");
+  VirtualZoneLock v("ticket", {0, 1, 2, 3});
+  LockDomain& d = v.d;
+  Lock& l = v.l;
   std::vector<vt::vtime> acquired(4), released(4);
   vt::Simulator sim;
   sim.run(4, [&](int cpu) {
@@ -462,15 +474,9 @@ TEST(VirtualLock, TicketReleaseQueuesBehindTheLastReleasesReReads) {
 // socket) queues, then CPU 1 (CPU 0's socket). The release goes to CPU 2, the root's next entry; a holder of node 0's
 // lock would have passed it to CPU 1 first.
 TEST(VirtualLock, HmcsFastPathHolderReleasesInRootOrder) {
-  const auto profile = two_sockets(2);
-  CostModel m(profile, Costs::table, {0, 1, 2}, 1.0);  // CPUs 0 and 1 on socket 0, CPU 2 on socket 1
-  const CostScope scope(&m);
-  const VirtualClockScope vclock;
-  LockConfig c;
-  c.set("zone->lock", "hmcs");
-  LockDomain d(c, true, false, &m);
-  d.reset_stats(3);
-  Lock l(d, "zone->lock");
+  VirtualZoneLock v("hmcs", {0, 1, 2});  // CPUs 0 and 1 on socket 0, CPU 2 on socket 1
+  LockDomain& d = v.d;
+  Lock& l = v.l;
   std::vector<int> order;
   vt::Simulator sim;
   sim.run(3, [&](int cpu) {
