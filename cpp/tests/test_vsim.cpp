@@ -140,7 +140,7 @@ TEST(VirtualTime, CpusInterleaveByClockThenCpu) {
   Simulator sim;
   sim.run(8, [&](int cpu) {
     EXPECT_EQ(Simulator::current(), &sim);
-    EXPECT_EQ(Simulator::current_cpu(), cpu);
+    EXPECT_EQ(current_cpu(), cpu);
     for (int k = 0; k < 20; ++k) {
       sim.advance(cost[cpu]);
       sim.sync();
@@ -153,7 +153,7 @@ TEST(VirtualTime, CpusInterleaveByClockThenCpu) {
   std::sort(expected.begin(), expected.end(), by_time_then_cpu);  // ties (cpus 0 and 4, ...) by cpu
   EXPECT_EQ(log, expected);
   EXPECT_EQ(Simulator::current(), nullptr);
-  EXPECT_EQ(Simulator::current_cpu(), -1);
+  EXPECT_EQ(current_cpu(), -1);
 }
 
 TEST(VirtualTime, RunsAreIdentical) {

@@ -36,12 +36,12 @@ constinit thread_local bool tls_virtual = false;
 
 uint64_t virtual_now() noexcept {
   vt::Simulator* s = vt::Simulator::current();
-  return s && vt::Simulator::current_cpu() >= 0 ? s->now() : 0;
+  return s && vt::current_cpu() >= 0 ? s->now() : 0;
 }
 
 void virtual_advance(uint64_t ps) noexcept {
   vt::Simulator* s = vt::Simulator::current();
-  if (s && vt::Simulator::current_cpu() >= 0) s->advance(ps);
+  if (s && vt::current_cpu() >= 0) s->advance(ps);
 }
 
 static ClockCalibration calibrate() noexcept {

@@ -24,9 +24,8 @@ VHandoff handoff(LockKind k, const VRelease& r) {
 }
 
 // Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: one atomic RMW on the lock word,
-// which first comes from its last writer's cache. Call at a sync point. (No re-reads are still queued on the line
-// then: a ticket lock is free only after every waiter of its last release has had it, each hand-off starting after
-// the one before it was served; VirtualLock::line_busy_until.)
+// which first comes from its last writer's cache. Call at a sync point. A free lock's line has no reads queued on it
+// (VirtualLock::line_busy_until concerns hand-offs only; the kinds that set it say why).
 void take(VirtualLock& v, int cpu, CostModel& m, bool shared) {
   if (shared) {
     ++v.readers;
@@ -51,7 +50,7 @@ bool readable(const VirtualLock& v) { return v.holder < 0 && !v.handoff && (v.qu
 void Lock::vlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::Simulator::current_cpu();
+  const int self = vt::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (shared ? readable(v) : free(v) && !v.handoff) {
@@ -89,7 +88,7 @@ void Lock::vlock(LockToken& t, bool read) {
 bool Lock::vtrylock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::Simulator::current_cpu();
+  const int self = vt::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (!(shared ? readable(v) : free(v) && !v.handoff)) {
@@ -105,7 +104,7 @@ bool Lock::vtrylock(LockToken& t, bool read) {
 void Lock::vunlock(LockToken& t, bool read) {
   CostModel& m = *domain_->costs();
   VirtualLock& v = *vlock_;
-  const int self = vt::Simulator::current_cpu();
+  const int self = vt::current_cpu();
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (shared ? v.readers == 0 || v.holder >= 0 : v.holder != self)

@@ -84,10 +84,9 @@ class Simulator {
   // simulator is already running.
   void run(int nr_cpus, std::function<void(int cpu)> body);
 
-  // The simulator running on this host thread (nullptr outside run(), so real-clock code can tell), and the virtual
-  // CPU whose fiber calls (-1 outside a fiber, e.g. in Options::poll).
+  // The simulator running on this host thread (nullptr outside run(), so real-clock code can tell); the virtual CPU
+  // whose fiber calls is vt::current_cpu() (vclock.hpp).
   static Simulator* current() noexcept { return tls_current_; }
-  static int current_cpu() noexcept { return detail::tls_vcpu; }
 
   // The number of virtual CPUs of the current run (0 outside run()).
   int nr_cpus() const noexcept { return nr_cpus_; }

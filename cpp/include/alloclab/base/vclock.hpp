@@ -28,8 +28,8 @@ namespace detail {
 [[gnu::tls_model("initial-exec")]] inline constinit thread_local int tls_vcpu = -1;
 }  // namespace detail
 
-// The virtual CPU whose fiber calls (Simulator::current_cpu()), -1 outside the simulator's fibers: for code that must
-// not include the simulator to know which clock it runs on.
+// The virtual CPU whose fiber calls, -1 outside the simulator's fibers (e.g. in Simulator::Options::poll): one load,
+// for every code that must know which clock it runs on without including the simulator.
 inline int current_cpu() noexcept { return detail::tls_vcpu; }
 
 }  // namespace alloclab::vt

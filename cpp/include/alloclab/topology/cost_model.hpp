@@ -132,7 +132,7 @@ class CostModel {
   LineState& line(const void* p);
   // The calling virtual CPU; std::logic_error outside the run's CPUs.
   int self() const {
-    const int c = vt::Simulator::current_cpu();
+    const int c = vt::current_cpu();
     if (unsigned(c) >= unsigned(nr_cpus())) [[unlikely]]
       outside_run();
     return c;

@@ -56,6 +56,8 @@ struct TicketSpinlock {
   // line is busy with them until every waiter's read is done (VHandoff::line_busy_until): the next release's store
   // to the word, and so its hand-off, queues behind them. Every release thus costs the line one read per waiter,
   // the serialisation Boyd-Wickizer et al. model (a hand-off time of c per waiting core), whatever the queue's order.
+  // A ticket lock is free again only after every waiter of its last release has owned it, each hand-off starting
+  // after the reads of the one before: an acquisition of the free lock never queues behind re-reads.
   static VHandoff vhandoff(const VRelease& r) {
     const vt::Waiter& next = r.waiters.front();
     const vt::vtime own = r.transfer_to(next.cpu);
