@@ -318,6 +318,18 @@ TEST(LockConfig, DefaultsFollowTheKernelNatureAndOverridesWin) {
   EXPECT_EQ(c.kind_for("zone->lock"), LockKind::ticket);
 }
 
+TEST(LockConfig, AKernelsNatureDefaultYieldsToAClassDefaultAndToTheUser) {
+  LockConfig c;
+  c.set_default(LockNature::spinlock, LockKind::ticket);  // 2.6.35's spinlock_t
+  EXPECT_EQ(c.kind_for("info->lock"), LockKind::ticket);
+  EXPECT_EQ(c.kind_for("pcp->lock"), LockKind::ticket);
+  EXPECT_EQ(c.kind_for("cma_mutex"), LockKind::kmutex);  // another nature keeps the lab's default
+  c.set_default("zone->lock", LockKind::mcs);
+  EXPECT_EQ(c.kind_for("zone->lock"), LockKind::mcs);
+  c.set("info->lock", "qspinlock");
+  EXPECT_EQ(c.kind_for("info->lock"), LockKind::qspinlock);
+}
+
 TEST(LockConfig, UnknownClassOrKindNamesTheProblem) {
   LockConfig c;
   try {

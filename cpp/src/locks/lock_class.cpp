@@ -118,10 +118,14 @@ void LockConfig::set_default(std::string_view cls, LockKind kind) {
   defaults_[std::string(cls)] = kind;
 }
 
+void LockConfig::set_default(LockNature n, LockKind kind) { nature_defaults_[n] = kind; }
+
 LockKind LockConfig::kind_for(std::string_view cls) const {
   if (auto it = overrides_.find(cls); it != overrides_.end()) return it->second;
   if (auto it = defaults_.find(cls); it != defaults_.end()) return it->second;
-  return default_kind(require_class(cls).nature);
+  const LockNature n = require_class(cls).nature;
+  if (auto it = nature_defaults_.find(n); it != nature_defaults_.end()) return it->second;
+  return default_kind(n);
 }
 
 LockKind default_kind(LockNature n) {

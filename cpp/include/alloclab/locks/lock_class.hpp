@@ -47,12 +47,17 @@ class LockConfig {
   void set(std::string_view cls, std::string_view kind);
   // A scenario's own default for a class (e.g. lock_zoo's `lock` parameter); an explicit set() wins.
   void set_default(std::string_view cls, LockKind kind);
+  // The modelled kernel's primitive for every class of nature `n` (e.g. 2.6.35's ticket spinlock_t) in place of
+  // default_kind(n); a class's own default and an explicit set() win.
+  void set_default(LockNature n, LockKind kind);
+  // The primitive of `cls`: set(), else the class's own default, else its nature's (set_default, default_kind()).
   LockKind kind_for(std::string_view cls) const;
   const std::map<std::string, LockKind, std::less<>>& overrides() const { return overrides_; }
 
  private:
   std::map<std::string, LockKind, std::less<>> overrides_;
   std::map<std::string, LockKind, std::less<>> defaults_;
+  std::map<LockNature, LockKind> nature_defaults_;
 };
 
 }  // namespace alloclab

@@ -31,9 +31,8 @@
 //   modern: the v6.2 rules (pcp batch/high of v6.2, check_pcp_refill inside zone->lock), not yet v6.19's own.
 // So are its lock kinds (lock_defaults, beneath the user's locks=): on x86 every 2.6.35 spinlock_t is a ticket
 // spinlock (arch/x86/include/asm/spinlock.h, __ticket_spin_lock, v2.6.25-v4.1; qspinlock from v4.2), so lock_twice,
-// prealloc and ramfs run info->lock, mapping->tree_lock, zone->lru_lock and zone->lock as `ticket`
-// (k2_6_35Spinlocks); modern keeps the lab's defaults (qspinlock for spinlock_t). pcp->lock, which 2.6.35 did not
-// have (its per-CPU lists ran under local_irq_save), keeps the default: it is never contended here.
+// prealloc and ramfs run every spinlock class as `ticket`; modern keeps the lab's defaults (qspinlock). pcp->lock,
+// which 2.6.35 did not have (its per-CPU lists ran under local_irq_save), is a ticket lock too, and never contended.
 // Summary: zone_lock_acquisitions; pages_checked_at_prep and pages_checked_under_lock (where the allocation-side
 // struct page checks ran: the first for 2.6.35, the second for v6.2).
 // Leaves out: what shmem.hpp leaves out; the trap itself unless fault_ns is given; in a real-clock run, a
@@ -41,7 +40,6 @@
 // charges the profile's, see shmem.hpp).
 #include <algorithm>
 #include <stdexcept>
-#include <string_view>
 
 #include "alloclab/lab/runner.hpp"
 #include "alloclab/mm/memory_system.hpp"
@@ -55,9 +53,6 @@ namespace {
 using namespace alloclab::mm;
 
 uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// The spinlock_t classes a 2.6.35 variant takes, each a ticket spinlock on x86 in that kernel (see the file comment).
-constexpr std::string_view k2_6_35Spinlocks[] = {"info->lock", "mapping->tree_lock", "lru_lock", "zone->lock"};
 
 class ShmemFault final : public Scenario {
  public:
@@ -82,11 +77,10 @@ class ShmemFault final : public Scenario {
 
   int nr_workers() const override { return threads_; }
 
-  // The modelled kernel's lock kinds: ticket for every spinlock_t class of 2.6.35 (lock_twice, prealloc, ramfs); the
-  // lab's defaults for modern. The user's locks= entries win over them.
+  // The modelled kernel's lock kinds: 2.6.35's spinlock_t is a ticket lock (lock_twice, prealloc, ramfs); modern
+  // keeps the lab's defaults. The user's locks= entries win over them.
   void lock_defaults(LockConfig& c) const override {
-    if (variant_ == ShmemVariant::modern) return;
-    for (const std::string_view cls : k2_6_35Spinlocks) c.set_default(cls, LockKind::ticket);
+    if (variant_ != ShmemVariant::modern) c.set_default(LockNature::spinlock, LockKind::ticket);
   }
 
   // The memory prepare() allocates, for compact placement (the default); with overlap every node that may run a
