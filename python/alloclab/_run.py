@@ -179,7 +179,7 @@ def run(
         KeyboardInterrupt: Ctrl-C; the run is stopped within a second and every worker thread is joined. Ctrl-C in
             the main thread also stops the runs that other Python threads started (they return ``stopped``).
     """
-    raw = _core.run(*_core_args(**locals()))  # locals(): the arguments, nothing else yet
+    raw = _core.run(*_core_args(locals()))  # the first statement: locals() are the arguments, nothing else
     summary = pd.Series(dict(raw["summary"]), name=scenario, dtype=object)
     summary = summary.infer_objects()
     _warn_measurement(scenario, summary, dict(raw["provenance"]), raw["stopped"])
@@ -225,15 +225,18 @@ def check(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """
     call = _RUN_SIGNATURE.bind(*args, **kwargs)
     call.apply_defaults()
-    return dict(_core.check_run(*_core_args(**call.arguments)))
+    return dict(_core.check_run(*_core_args(call.arguments)))
 
 
 check.__signature__ = _RUN_SIGNATURE.replace(return_annotation="dict[str, Any]")
 
 
-def _core_args(scenario: str, params: Mapping[str, Any], **options: Any) -> tuple[Any, ...]:
+def _core_args(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
     """The positional arguments of ``_core.run`` and ``_core.check_run`` (they take the same) from :func:`run`'s
-    arguments: ``scenario``, ``params`` and every name of :data:`RUN_OPTIONS`."""
+    arguments bound to its signature: ``scenario``, ``params`` and every name of :data:`RUN_OPTIONS`, no other."""
+    if arguments.keys() != _RUN_SIGNATURE.parameters.keys():
+        raise AssertionError(f"_core_args: {sorted(arguments)} are not run()'s arguments")
+    scenario, params, options = arguments["scenario"], arguments["params"], arguments
     for name, value in params.items():
         _check_int_width(name, value, scenario)
     clock = options["clock"]
