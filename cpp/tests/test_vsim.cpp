@@ -15,12 +15,14 @@
 #include <tuple>
 #include <vector>
 
+#include "alloclab/base/clock.hpp"
 #include "alloclab/base/fiber.hpp"
 #include "alloclab/base/scheduler.hpp"
 #include "alloclab/base/vclock.hpp"
 #include "alloclab/base/wait_queue.hpp"
 
 using namespace alloclab::vt;
+using alloclab::clock_ticks, alloclab::spin_for_ticks, alloclab::VirtualClockScope;
 
 namespace {
 
@@ -154,6 +156,23 @@ TEST(VirtualTime, CpusInterleaveByClockThenCpu) {
   EXPECT_EQ(log, expected);
   EXPECT_EQ(Simulator::current(), nullptr);
   EXPECT_EQ(current_cpu(), -1);
+}
+
+TEST(VirtualTime, EveryClockReadCostsTheReadingCpuItsRead) {
+  // clock_ticks() on a virtual CPU is an RDTSC of the modelled machine: each read is charged before it returns, so a
+  // span between two reads holds one read, as on hardware; spin_for_ticks() advances without reading.
+  Options o;
+  o.clock_read = 9 * ns;
+  Simulator sim(std::move(o));
+  std::vector<uint64_t> read(2);
+  sim.run(2, [&](int cpu) {
+    const VirtualClockScope virtual_clock;
+    const uint64_t t0 = clock_ticks();
+    spin_for_ticks(100 * ns);
+    read[size_t(cpu)] = clock_ticks() - t0;
+    EXPECT_EQ(sim.now(), (9 + 100 + 9) * ns);
+  });
+  EXPECT_EQ(read, std::vector<uint64_t>(2, (100 + 9) * ns));
 }
 
 TEST(VirtualTime, RunsAreIdentical) {

@@ -313,6 +313,7 @@ _OP_HOW = {
     "bitmap_word": "per word of find_next_bit over a 512-word bitmap with one bit every 64 words",
     "page_init": "__init_single_page (memset + flags + refcount + mapcount) on a 64-byte struct page in L1",
     "pause": "per PAUSE of back-to-back PAUSE instructions (cpu_pause(), the spin-wait hint of a spin loop)",
+    "clock_read": "per read of back-to-back reads of the clock (RDTSC where the TSC is invariant, as clock_ticks())",
 }
 
 

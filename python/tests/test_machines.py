@@ -31,7 +31,7 @@ SEEDS = [
     "shmem-prealloc-fault",
 ]
 # The [op_cycles] fields: the engine's list (ALLOCLAB_OPS), pinned here because every profile must follow it.
-OPS = ["atomic_rmw", "line_access", "list_op", "tree_step", "bitmap_word", "page_init", "pause"]
+OPS = ["atomic_rmw", "line_access", "list_op", "tree_step", "bitmap_word", "page_init", "pause", "clock_read"]
 
 
 def shipped_text(name: str) -> str:

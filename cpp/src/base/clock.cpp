@@ -36,7 +36,7 @@ constinit thread_local bool tls_virtual = false;
 
 uint64_t virtual_now() noexcept {
   vt::Simulator* s = vt::Simulator::current();
-  return s && vt::current_cpu() >= 0 ? s->now() : 0;
+  return s && vt::current_cpu() >= 0 ? s->read_clock() : 0;
 }
 
 void virtual_advance(uint64_t ps) noexcept {

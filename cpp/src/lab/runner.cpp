@@ -586,6 +586,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   if (virt) {
     std::chrono::steady_clock::time_point soft_at{};
     vt::Options so;
+    so.clock_read = costs->op(Op::clock_read);
     so.poll = [&] {
       poll_stop();
       if (!ctl.stop.load()) return false;

@@ -61,7 +61,9 @@ void Lock::vlock(LockToken& t, bool read) {
   if (v.holder == self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " takes " + v.queue.label() +
                            ", which it holds already (a self-deadlock)");
-  const uint64_t contended_at = clock_ticks();
+  // lock_stat's read before the wait, uncharged: a read that starts the wait ends under it (clock_ticks() would
+  // charge it here, past the sync point that the queue below needs).
+  const uint64_t contended_at = stat_ ? m.now() : 0;
   VWaitState& ws = domain_->vwait_state(self);
   ws = {m.now(), 0, shared};
   bool lost = false;
@@ -106,11 +108,13 @@ void Lock::vunlock(LockToken& t, bool read) {
   VirtualLock& v = *vlock_;
   const int self = vt::current_cpu();
   const bool shared = read && read_side_;
-  const CostModel::SyncPoint sp(m);
   if (shared ? v.readers == 0 || v.holder >= 0 : v.holder != self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " releases " + v.queue.label() +
                            (shared ? "'s read side, held by no reader" : ", held by cpu " + std::to_string(v.holder)));
+  // lock_stat's read comes before the sync point, so that it is charged (the check above reads only what this CPU's
+  // own hold keeps still).
   if (stat_) stat_released(t, read);
+  const CostModel::SyncPoint sp(m);
   const vt::vtime now = m.now();
   // up_read is an RMW on the count word, which the other readers' RMWs may have taken away since down_read.
   const vt::vtime fetch = shared && v.last >= 0 ? m.transfer(v.last, self) : 0;

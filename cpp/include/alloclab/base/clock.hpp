@@ -5,8 +5,9 @@
 // std::chrono::steady_clock; elsewhere ticks are steady_clock nanoseconds. lock_stat hooks store ticks and
 // convert to nanoseconds only when statistics are merged, so the hot path pays one rdtsc per timestamp.
 // In a virtual-clock run (VirtualClockScope on the thread that runs the simulator) a tick is one picosecond of the
-// calling virtual CPU's clock (vt::Simulator): clock_ticks() reads it, spin_for_ticks() advances it instead of
-// spinning, and the conversions are exact, so model code times itself the same way in both clocks.
+// calling virtual CPU's clock (vt::Simulator): clock_ticks() reads it (and is charged what an RDTSC costs the profile's
+// CPU), spin_for_ticks() advances it instead of spinning, and the conversions are exact, so model code times itself the
+// same way in both clocks.
 // Leaves out: cross-socket TSC skew (Linux refuses unsynchronised TSCs as a clocksource, and so do we).
 #pragma once
 
@@ -32,7 +33,8 @@ namespace detail {
 uint64_t steady_ns() noexcept;
 extern const bool kUseTsc;
 extern constinit thread_local bool tls_virtual;  // a VirtualClockScope is active on this thread
-// The calling virtual CPU's clock in picoseconds (0 outside the simulator's fibers), and charging it.
+// The calling virtual CPU's clock in picoseconds after the read's own cost (Simulator::read_clock(); 0 outside the
+// simulator's fibers), and charging it.
 uint64_t virtual_now() noexcept;
 void virtual_advance(uint64_t ps) noexcept;
 }  // namespace detail

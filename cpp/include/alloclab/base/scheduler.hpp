@@ -48,7 +48,7 @@ namespace alloclab::vt {
 
 // The simulator's version, recorded in every virtual-clock result: it changes whenever the same inputs could give
 // different virtual times (the scheduling rule, what a sync point is).
-inline constexpr int kSimulatorVersion = 1;
+inline constexpr int kSimulatorVersion = 2;  // 2: a clock read costs Options::clock_read
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.
@@ -67,6 +67,7 @@ struct Options {
   std::size_t stack_size = 256 * 1024;  // bytes of stack per virtual CPU (16 KiB .. 1 GiB), plus a guard page
   std::function<bool()> poll;           // host-time check (Ctrl-C, timeout): true stops the run; empty: never
   uint64_t livelock_polls = 100'000;    // failed polls per runnable CPU, nothing else progressing, that are a livelock
+  vtime clock_read = 0;                 // what one read of the clock costs the reading CPU (read_clock())
 };
 
 class Simulator {
@@ -99,6 +100,12 @@ class Simulator {
 
   // The calling CPU's clock.
   vtime now() const { return self().clock; }
+  // The calling CPU reads its clock as model code does (clock_ticks(): an RDTSC): the read's cost, Options::clock_read,
+  // is charged first, so a span between two reads includes one of them, as on hardware. Returns the clock after it.
+  vtime read_clock() {
+    advance(opts_.clock_read);
+    return now();
+  }
   // Charges `dt` of local work: the clock moves on, nothing switches. std::overflow_error past 2^64 ps.
   void advance(vtime dt) { charge(self(), dt); }
   // The sync point: yields when another runnable CPU comes first by (clock, cpu); returns when the caller does.

@@ -14,8 +14,8 @@
 //   core clock      a chain of dependent 64-bit register adds (one cycle each on every x86-64 core);
 //   op costs        one microbenchmark per op of ALLOCLAB_OPS, pinned and cache-resident: a locked RMW, an L1
 //                   pointer chase, ListHead (vmalloc/list.hpp), RbNode lookups (vmalloc/rbtree.hpp), a bitmap word
-//                   scan, __init_single_page on struct page (mm/page.hpp) and back-to-back PAUSEs (cpu_pause()).
-//                   Median ns per operation over trials.
+//                   scan, __init_single_page on struct page (mm/page.hpp), back-to-back PAUSEs (cpu_pause()) and
+//                   back-to-back reads of the clock (host_ticks()). Median ns per operation over trials.
 // Leaves out: clock changes during a measurement (turbo, thermal limits), DRAM latency of single lines (dram_ns is
 // optional and is not measured), interference from other tenants of the host (the caller records the load average),
 // prefetchers (the pointer chase follows a random cycle).
@@ -70,7 +70,7 @@ double page_op_ns(PageOp op, int pu, size_t bytes, int trials);
 double core_ghz(int pu, int trials);
 
 // ns per operation for each op_cycles field, in ALLOCLAB_OPS order (atomic_rmw, line_access, list_op, tree_step,
-// bitmap_word, page_init, pause), on host PU `pu`: the median over `trials` trials of `ops` operations each
+// bitmap_word, page_init, pause, clock_read), on host PU `pu`: the median over `trials` trials of `ops` operations each
 // (bitmap_word runs ops / 16 + 1 scans). Throws std::invalid_argument naming "pu" or "trials" for a bad argument.
 std::vector<std::pair<std::string, double>> op_ns(int pu, int trials, size_t ops);
 

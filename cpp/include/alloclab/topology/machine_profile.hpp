@@ -38,6 +38,9 @@
 // kOpNames, the cost model's Op and calibrate's microbenchmarks (one bench_<op> each) follow this list.
 //   pause  one x86 PAUSE (cpu_pause()), the spin-wait hint in every iteration of a spin loop: TTAS backoff, the
 //          futex mutex's optimistic spin, a poll of a flag. Its latency differs tenfold between microarchitectures.
+//   clock_read  one read of the time-stamp counter (RDTSC, clock_ticks()): the lab's own stopwatch, which model code
+//          reads around each timed operation and lock_stat around each acquisition, in a real run as in a virtual one
+//          (the simulator charges it on every read; vt::Options::clock_read).
 #define ALLOCLAB_OPS(X) \
   X(atomic_rmw)         \
   X(line_access)        \
@@ -45,11 +48,12 @@
   X(tree_step)          \
   X(bitmap_word)        \
   X(page_init)          \
-  X(pause)
+  X(pause)              \
+  X(clock_read)
 
 namespace alloclab {
 
-// The ops' names in list order ("atomic_rmw", ..., "pause"): the fields of a profile's [op_cycles] table.
+// The ops' names in list order ("atomic_rmw", ..., "clock_read"): the fields of a profile's [op_cycles] table.
 inline constexpr std::string_view kOpNames[] = {
 #define ALLOCLAB_OP_NAME(name) #name,
     ALLOCLAB_OPS(ALLOCLAB_OP_NAME)
