@@ -574,14 +574,15 @@ _lockstat_cost: str | None = None
 def lockstat_cost() -> str:
     """One note: what lock_stat costs per acquisition on this host (measured once per process).
 
-    ``lock_zoo``, one worker, an MCS lock, 200,000 uncontended acquisitions, lock_stat on and off in 5
-    interleaved pairs: the median difference of the pairs' times per acquisition.
+    ``lock_zoo``, one worker, an MCS lock, 1,000,000 uncontended acquisitions (20-50 ms: long enough to time, where
+    200,000 made runs too short to time), lock_stat on and off in 5 interleaved pairs: the median difference of the
+    pairs' times per acquisition.
     """
     global _lockstat_cost
     if _lockstat_cost is None:
         from .._run import run
 
-        n, diffs = 200_000, []
+        n, diffs = 1_000_000, []
         for _ in range(5):
             t = {on: run("lock_zoo", threads=1, iterations=n, lock="mcs", lockstat=on).summary["elapsed_s"]
                  for on in (True, False)}  # fmt: skip
