@@ -56,6 +56,20 @@ def test_the_machine_changes_the_times_not_the_counts():
     assert runs[0].workers["elapsed_s"].tolist() != runs[1].workers["elapsed_s"].tolist()
 
 
+def test_lock_stat_costs_a_virtual_run_its_two_clock_reads_per_acquisition():
+    # Model code and lock_stat read the clock as a real run does, and each read costs the profile's RDTSC
+    # (op_cycles.clock_read): one uncontended MCS acquisition with lock_stat on reads it twice more (when it is taken
+    # and when it is released), to the picosecond, and nothing else changes.
+    m, n = al.machine("xeon-8380-2s"), 1000
+    read_ps = round(m.value("op_cycles.clock_read") / m.value("clock.ghz") * 1e3)
+    t = {
+        on: al.run("lock_zoo", threads=1, iterations=n, lock="mcs", lockstat=on, clock="virtual", machine=m.name)
+        for on in (True, False)
+    }
+    assert round((t[True].summary["elapsed_s"] - t[False].summary["elapsed_s"]) * 1e12) == 2 * n * read_ps
+    assert t[True].lockstat.set_index("class").loc["lock_zoo", "acquisitions"] == n
+
+
 @pytest.mark.parametrize("scenario", names())
 def test_every_scenario_runs_on_512_virtual_cpus_on_16_nodes(scenario):
     m = machine_like(BIG)
