@@ -236,26 +236,26 @@ def _core_args(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
     arguments bound to its signature: ``scenario``, ``params`` and every name of :data:`RUN_OPTIONS`, no other."""
     if arguments.keys() != _RUN_SIGNATURE.parameters.keys():
         raise AssertionError(f"_core_args: {sorted(arguments)} are not run()'s arguments")
-    scenario, params, options = arguments["scenario"], arguments["params"], arguments
+    scenario, params = arguments["scenario"], arguments["params"]
     for name, value in params.items():
         _check_int_width(name, value, scenario)
-    clock = options["clock"]
+    clock = arguments["clock"]
     return (
         scenario,
         dict(params),
-        _core_topology(options["topology"]),
-        _placement(options["placement"]),
-        _flag("lockstat", options["lockstat"]),
-        _locks(options["locks"]),
-        _flag("strict", options["strict"]),
-        check_int("seed", options["seed"], 0, _INT64[1]),  # the binding takes an int64
-        _seconds("timeout_s", options["timeout_s"]),
-        _seconds("min_time_s", options["min_time_s"]),
-        _flag("grow", options["grow"]),
-        _flag("exclusive", options["exclusive"]),
+        _core_topology(arguments["topology"]),
+        _placement(arguments["placement"]),
+        _flag("lockstat", arguments["lockstat"]),
+        _locks(arguments["locks"]),
+        _flag("strict", arguments["strict"]),
+        check_int("seed", arguments["seed"], 0, _INT64[1]),  # the binding takes an int64
+        _seconds("timeout_s", arguments["timeout_s"]),
+        _seconds("min_time_s", arguments["min_time_s"]),
+        _flag("grow", arguments["grow"]),
+        _flag("exclusive", arguments["exclusive"]),
         clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
-        _core_machine(options["machine"]),
-        options["costs"],
+        _core_machine(arguments["machine"]),
+        arguments["costs"],
     )
 
 

@@ -34,7 +34,7 @@ const bool kUseTsc = has_invariant_tsc();
 
 constinit thread_local bool tls_virtual = false;
 
-uint64_t virtual_now() noexcept {
+uint64_t virtual_read() noexcept {
   vt::Simulator* s = vt::Simulator::current();
   return s && vt::current_cpu() >= 0 ? s->read_clock() : 0;
 }

@@ -35,7 +35,7 @@ extern const bool kUseTsc;
 extern constinit thread_local bool tls_virtual;  // a VirtualClockScope is active on this thread
 // The calling virtual CPU's clock in picoseconds after the read's own cost (Simulator::read_clock(); 0 outside the
 // simulator's fibers), and charging it.
-uint64_t virtual_now() noexcept;
+uint64_t virtual_read() noexcept;
 void virtual_advance(uint64_t ps) noexcept;
 }  // namespace detail
 
@@ -66,7 +66,7 @@ inline uint64_t host_ticks() noexcept {
 // Raw timestamp of this thread's clock: host_ticks(), or a picosecond count in a virtual-clock run.
 inline uint64_t clock_ticks() noexcept {
   if (detail::tls_virtual) [[unlikely]]
-    return detail::virtual_now();
+    return detail::virtual_read();
   return host_ticks();
 }
 
