@@ -360,7 +360,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("lock_kinds", [] {
     py::list l;
     for (const auto& k : lock_kinds())
-      l.append(py::make_tuple(std::string(k.name), std::string(k.doc), k.fifo, k.numa_aware, k.read_side));
+      l.append(py::make_tuple(std::string(k.name), std::string(k.doc), k.fifo, k.numa_aware, std::string(k.base),
+                              k.read_side));
     return l;
   });
   m.def("lock_classes", [] {

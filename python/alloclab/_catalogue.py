@@ -151,9 +151,10 @@ def _bound(param: dict, key: str) -> int | float | None:
 def lock_kinds() -> pd.DataFrame:
     """The lock primitives a lock class can use: ``kind``, what it does (``doc``), whether waiters are served in
     arrival order (``fifo``), and whether it queues waiters by their node (``numa_aware``: on a model with one node
-    such a kind degenerates to its base lock, and a run's ``provenance["lock_notes"]`` says so), and whether it has a
-    shared read side (``read_side``: rwsem; on any other kind a down_read takes the lock exclusively)."""
-    return pd.DataFrame(_core.lock_kinds(), columns=["kind", "doc", "fifo", "numa_aware", "read_side"])
+    such a kind degenerates to its ``base`` lock, the kind named there, empty for the others, and a run's
+    ``provenance["lock_notes"]`` says so), and whether it has a shared read side (``read_side``: rwsem; on any other
+    kind a down_read takes the lock exclusively)."""
+    return pd.DataFrame(_core.lock_kinds(), columns=["kind", "doc", "fifo", "numa_aware", "base", "read_side"])
 
 
 def lock_classes() -> pd.DataFrame:

@@ -223,9 +223,12 @@ def test_protected_lines_move_with_the_lock_across_nodes():
 def test_numa_aware_kinds_are_listed_and_say_when_they_degenerate():
     kinds = al.lock_kinds()
     assert set(kinds.loc[kinds["numa_aware"], "kind"]) == {"cna", "cohort", "hmcs", "shfllock"}
+    # Each names the kind it is on one node; no other kind names one.
+    bases = {"cna": "qspinlock", "shfllock": "qspinlock", "cohort": "mcs", "hmcs": "mcs"}
+    assert kinds.set_index("kind")["base"].to_dict() == {k: bases.get(k, "") for k in kinds["kind"]}
     one = al.run("lock_zoo", topology="node:1 core:2 pu:1", threads=2, iterations=100, lock="cna")
     assert one.provenance["lock_notes"] == (
-        "lock_zoo: cna on a 1-node model degenerates to its base lock (every hand-off is local)"
+        "lock_zoo: cna on a 1-node model degenerates to its base lock, qspinlock (every hand-off is local)"
     )
     assert (
         al.run("lock_zoo", topology="node:2 core:1 pu:1", threads=2, iterations=100, lock="cna").provenance[

@@ -502,7 +502,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       for (const auto& c : lock_class_catalogue())
         if (const LockKind k = cfg.kind_for(c.name); lock_kinds()[size_t(k)].numa_aware)
           notes += (notes.empty() ? "" : "; ") + std::string(c.name) + ": " + std::string(to_string(k)) +
-                   " on a 1-node model degenerates to its base lock (every hand-off is local)";
+                   " on a 1-node model degenerates to its base lock, " + std::string(lock_kinds()[size_t(k)].base) +
+                   " (every hand-off is local)";
     p.emplace_back("lock_notes", notes);
     p.emplace_back("seed", int64_t(opt.seed));
     p.emplace_back("min_time_s", opt.min_time_s);

@@ -16,9 +16,16 @@ constexpr bool kNumaAware = requires(typename Kind::Token t) {
   t.numa_node;
 };
 
+// A NUMA-aware kind's base lock (kinds/kind.hpp), empty for the others.
+template <class Kind>
+constexpr std::string_view kBase = {};
+template <class Kind>
+requires kNumaAware<Kind>
+constexpr std::string_view kBase<Kind> = Kind::kBase;
+
 constexpr LockKindInfo kKinds[] = {
 #define ALLOCLAB_KIND_INFO(name, Type) \
-  {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>, ReadSideKind<Type>},
+  {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>, kBase<Type>, ReadSideKind<Type>},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };

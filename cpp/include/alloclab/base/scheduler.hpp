@@ -48,7 +48,8 @@ namespace alloclab::vt {
 
 // The simulator's version, recorded in every virtual-clock result: it changes whenever the same inputs could give
 // different virtual times (the scheduling rule, what a sync point is).
-inline constexpr int kSimulatorVersion = 2;  // 2: a clock read costs Options::clock_read
+inline constexpr int kSimulatorVersion = 3;  // 2: a clock read costs Options::clock_read; 3: an MCS pass is two
+                                             // transfers (mcs_pass_at)
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.

@@ -57,9 +57,10 @@ struct LockKindInfo {
   std::string_view name;
   std::string_view doc;
   bool fifo;
-  bool numa_aware;  // its Token carries the acquirer's node; on a 1-node model it degenerates to its base lock
-  bool read_side;   // it has a shared read side (enter_read, try_enter_read, wait_read, leave_read): Lock::lock_read
-                    // shares it; on another kind a reader takes the lock exclusively
+  bool numa_aware;        // its Token carries the acquirer's node; on a 1-node model it degenerates to its base lock
+  std::string_view base;  // that base lock's kind (a NUMA-aware kind only)
+  bool read_side;  // it has a shared read side (enter_read, try_enter_read, wait_read, leave_read): Lock::lock_read
+                   // shares it; on another kind a reader takes the lock exclusively
 };
 std::span<const LockKindInfo> lock_kinds();
 std::string_view to_string(LockKind k);

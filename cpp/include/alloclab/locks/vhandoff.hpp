@@ -85,6 +85,15 @@ const vt::Waiter* first_to_look(const VRelease& r, Probe&& probe) {
   return best;
 }
 
+// When waiter `w` holds an MCS queue's lock that the release passes to it (mcs_spin_unlock): the releaser first
+// loads its node's `next`, which `w` wrote when it linked in behind it (the line comes from w's cache), then stores
+// into w's node, on which w spins (the line goes back): two transfers between them. qspinlock's queue head loads and
+// prefetches `next` while it waits, off the hand-off (W. Long, "locking/qspinlock: Prefetch the next node cacheline",
+// v4.5, 81b5598665a2: loading the next CPU's node "can be expensive and add to the latency of locking operation").
+inline vt::vtime mcs_pass_at(const VRelease& r, const vt::Waiter& w) {
+  return r.now + r.costs.transfer(w.cpu, r.releaser) + r.transfer_to(w.cpu);
+}
+
 // The oldest waiter on `node`, nullptr when none waits there.
 inline const vt::Waiter* oldest_on_node(const VRelease& r, int node) {
   for (const vt::Waiter& w : r.waiters)

@@ -9,7 +9,7 @@ VHandoff CohortSpinlock::vhandoff(const VRelease& r) {
   VHandoff h;
   if (r.batch < kBatchLimit)
     if (const vt::Waiter* w = oldest_on_node(r, r.node_of(r.releaser))) {
-      h.wake(w->cpu, r.now + r.transfer_to(w->cpu));
+      h.wake(w->cpu, mcs_pass_at(r, *w));  // the node's MCS lock passes on
       h.owned = true;
       h.batch = true;
       return h;

@@ -21,7 +21,7 @@ VHandoff HmcsSpinlock::vhandoff(const VRelease& r) {
       }
     if (!win) win = &r.waiters.front();
   }
-  h.wake(win->cpu, r.now + r.transfer_to(win->cpu));
+  h.wake(win->cpu, mcs_pass_at(r, *win));  // an MCS pass at the node's level or the root's
   h.owned = true;
   return h;
 }

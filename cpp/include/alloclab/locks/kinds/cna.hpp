@@ -71,6 +71,7 @@ struct CnaSpinlock : QueuedSpinlock<CnaQueue> {
           "compact NUMA-aware lock (Dice & Kogan, EuroSys'19) as the Linux CNA series builds it: qspinlock's word "
           "and pending bit, and a queue head that passes on to the first waiter of its own node, moving the "
           "others to a secondary queue"};
+  static constexpr std::string_view kBase = "qspinlock";  // what it is on a 1-node model
 
   uint32_t queued(const Token&) const noexcept { return 0; }  // not FIFO
 

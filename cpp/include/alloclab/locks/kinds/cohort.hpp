@@ -7,8 +7,9 @@
 // Fairness: none between nodes (the global lock is a race, usually won by the nearest), FIFO within a node's batch.
 // Cost: uncontended, an exchange on the node's queue tail and one on the global word to acquire, a store to the
 // global word and a compare-and-swap on the queue tail to release (three RMWs and a store; MCS needs two RMWs, the
-// floor of one exchange and one store one). Contended, a local hand-off is one transfer within the node; a global
-// one, the release, the race, and a local pass.
+// floor of one exchange and one store one). Contended, a local hand-off is an MCS pass within the node (two
+// transfers: the release loads `next`, then stores into the successor's node); a global one, the release, the race,
+// and a local pass.
 // On one node it is an MCS lock that every kLimit hand-offs lets its next waiter take a free TTAS word.
 // Leaves out: what cohort_base.hpp leaves out, and a fast path: we found none published for C-BO-MCS (the cohort
 // papers above, LiTL's cbomcs.c take both levels every time). AHMCS's fast path (hmcs.hpp) is published for HMCS
@@ -27,9 +28,10 @@ struct CohortSpinlock : CohortBase<TtasSpinlock, 64> {
       .doc =
           "C-BO-MCS cohort lock (Dice, Marathe & Shavit, PPoPP'12): a per-node MCS lock under a global backoff lock; "
           "passed within the node up to a limit of hand-offs in a row"};
+  static constexpr std::string_view kBase = "mcs";  // what it is on a 1-node model
 
   // Virtual time (vhandoff.hpp): below the limit, the oldest waiter of the releaser's node gets the lock (the local
-  // MCS pass with the global lock: owned at once, one transfer). Otherwise the global word is released and the oldest
+  // MCS pass with the global lock: owned at once, mcs_pass_at). Otherwise the global word is released and the oldest
   // waiter of each node (its local head) races for it on TtasSpinlock's backoff schedule: the first whose look reads
   // the line wins, woken at its look to pay the transfer and the exchange; a newcomer may take it first.
   static VHandoff vhandoff(const VRelease& r);

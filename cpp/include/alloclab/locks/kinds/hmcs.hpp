@@ -23,8 +23,8 @@
 // Fairness: FIFO between nodes, FIFO within a node's batch, a batch at most kLimit.
 // Cost uncontended (the fast path): a load and one compare-and-swap to acquire, one load and one compare-and-swap
 // to release: MCS's two RMWs (instead of the two-level path's exchanges at both levels and two compare-and-swaps).
-// Contended: a local hand-off is one transfer within the node, a root hand-off one transfer to the next node. On one
-// node it is MCS.
+// Contended: a local hand-off is an MCS pass within the node, a root hand-off one to the next node (two transfers
+// each: the release loads `next`, then stores into the successor's node). On one node it is MCS.
 // Leaves out: more than two levels (the paper's hierarchy follows every level of the machine); AHMCS's adaptive
 // depth (its hysteresis needs per-thread, per-lock memory of the depth last used, which a per-acquisition token on
 // the stack does not keep) and its hardware-transactional elision.
@@ -44,6 +44,7 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
           "hierarchical MCS lock, two levels (Chabbi, Fagan & Mellor-Crummey, PPoPP'15): a per-node MCS lock under a "
           "root MCS lock, passed within the node up to a limit of hand-offs in a row; AHMCS's fast path (PPoPP'16) "
           "takes the root alone when the lock is free"};
+  static constexpr std::string_view kBase = "mcs";  // what it is on a 1-node model
 
   struct alignas(64) Token : Base::Token {
     bool at_root;  // the fast path: this acquisition queued its own node at the root, and no node lock
@@ -68,9 +69,9 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
       mcs_pass(*succ, 1);
   }
 
-  // Virtual time (vhandoff.hpp): owned at once, after one line transfer. A holder that took the lock free (the fast
-  // path, VRelease::taken_free) hands the root to the oldest waiter (its node queued at the root first) and starts no
-  // batch. Otherwise, below the limit, the oldest waiter of the releaser's node (the local pass); else the oldest
+  // Virtual time (vhandoff.hpp): owned at once, after an MCS pass (mcs_pass_at). A holder that took the lock free (the
+  // fast path, VRelease::taken_free) hands the root to the oldest waiter (its node queued at the root first) and starts
+  // no batch. Otherwise, below the limit, the oldest waiter of the releaser's node (the local pass); else the oldest
   // waiter of another node (the root's next node, whose local head queued there when it began waiting), or with none
   // the releaser's local successor, which takes the root anew.
   static VHandoff vhandoff(const VRelease& r);

@@ -10,7 +10,8 @@
 // queued(holder) (waiters behind the holder whose token it is, 0 for kinds that do not queue); vhandoff() (its
 // hand-off in virtual time, vhandoff.hpp). Optional: acquire(token, yield), the primitive's own blocking path for
 // when nobody needs to know whether it contended (lock_stat off); a `numa_node` in the Token of a NUMA-aware kind,
-// which the Lock fills with the acquirer's model node before enter()/try_enter(); a read side (ReadSideKind below).
+// which the Lock fills with the acquirer's model node before enter()/try_enter(), with a kBase naming the kind it is
+// on a 1-node model (its base lock); a read side (ReadSideKind below).
 #pragma once
 
 #include <atomic>

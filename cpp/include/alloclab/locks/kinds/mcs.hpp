@@ -4,8 +4,9 @@
 // Multiprocessors", ACM TOCS 9(1), 1991; Concurrency Kit's ck_spinlock_mcs; LiTL's src/mcs.c. Each acquirer brings
 // a queue node (mcs_node.hpp; here in its LockToken, on its stack, a cache line of its own) and swaps it into the tail;
 // with a predecessor it links itself behind it and spins on its own node's flag, which the predecessor sets at release.
-// Fairness: FIFO. Cost: one exchange to acquire; release is one CAS when nobody waits, else one store into the
-// successor's node: a single line transfer per hand-off, whatever the number of waiters.
+// Fairness: FIFO. Cost: one exchange to acquire; release is one CAS when nobody waits, else a load of its own node's
+// `next` (the line its successor wrote when it linked in) and one store into the successor's node: two line
+// transfers per hand-off, whatever the number of waiters.
 // Leaves out: qspinlock's pending bit and locked-byte fast path (the `qspinlock` kind has them).
 #pragma once
 
@@ -32,12 +33,12 @@ struct McsSpinlock {
   // Waiters linked behind `holder` (the holder's own token; only while it holds the lock, so nodes are alive).
   uint32_t queued(const Token& holder) const noexcept { return mcs_count_behind(holder); }
 
-  // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once, after one line transfer (the release's
-  // store into the successor's node), whatever the number of waiters.
+  // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once, after the release's load of `next` and its
+  // store into the successor's node (mcs_pass_at), whatever the number of waiters.
   static VHandoff vhandoff(const VRelease& r) {
     const vt::Waiter& next = r.waiters.front();
     VHandoff h;
-    h.wake(next.cpu, r.now + r.transfer_to(next.cpu));
+    h.wake(next.cpu, mcs_pass_at(r, next));
     h.owned = true;
     return h;
   }

@@ -101,10 +101,17 @@ struct Qspinlock : QueuedSpinlock<McsQueue> {
   // The pending waiter plus the nodes queued behind the tail's predecessors (for tests; call while holding the lock).
   uint32_t queued(const Token&) const noexcept;
 
-  // Virtual time (vhandoff.hpp): as MCS: FIFO, owned by the oldest waiter at once after one line transfer. The
-  // pending waiter and the queue head both spin on the lock word, so the releaser's store reaches the next owner in
-  // one transfer; the new holder's store into its successor's node comes after, inside its critical section.
-  static VHandoff vhandoff(const VRelease& r) { return McsSpinlock::vhandoff(r); }
+  // Virtual time (vhandoff.hpp): FIFO, owned by the oldest waiter at once after one line transfer. The pending
+  // waiter and the queue head both spin on the lock word, so the releaser's store reaches the next owner in one
+  // transfer; the head loaded (and prefetched) its own `next` while it waited, so unlike MCS's release (mcs_pass_at)
+  // no load of a line its successor wrote lies on the hand-off; its store into that node comes after it has the lock.
+  static VHandoff vhandoff(const VRelease& r) {
+    const vt::Waiter& next = r.waiters.front();
+    VHandoff h;
+    h.wake(next.cpu, r.now + r.transfer_to(next.cpu));
+    h.owned = true;
+    return h;
+  }
 };
 extern template void QueuedSpinlock<McsQueue>::wait(Token&, bool) noexcept;
 

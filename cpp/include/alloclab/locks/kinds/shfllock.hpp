@@ -26,6 +26,7 @@ struct Shfllock {
                                               "ShflLock (Kashyap et al., SOSP'19): a test-and-set word and an MCS "
                                               "queue whose head, while it waits, moves its "
                                               "node's waiters forward"};
+  static constexpr std::string_view kBase = "qspinlock";  // what it is on a 1-node model
   static constexpr uint32_t kMaxBatch = 64;  // heads in a row from one node before the head stops shuffling
 
   struct alignas(64) Token : McsNode {
