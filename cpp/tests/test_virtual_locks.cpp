@@ -140,6 +140,33 @@ TEST(VirtualHandoff, TtasIsARaceTheNearestLookerWins) {
   EXPECT_LT(h.wakes[0].at, 5'000'000 * step + step * TtasSpinlock::kMaxBackoff);
 }
 
+// The spinners that look before the winner's read is served read the word free too: the winner waits out their
+// reads (one transfer each from the releaser), and their failed exchanges take the line from the winner after its own
+// (one transfer each), which the next release's store queues behind. One spinner: no storm.
+TEST(VirtualHandoff, TtasSpinnersThatReadTheWordFreeStormTheLine) {
+  const CostModel m = model(4);
+  const vt::vtime step = m.spin_step();
+  const vt::vtime now = 5'000'000 * step;
+  const Queue q(m, {6, 3, 2});  // at the kMaxBackoff period: they look at the same moment; 2 wins (see above)
+  const VRelease r = q.release(0, now);
+  const vt::vtime look = ttas_next_look(r, 0, TtasSpinlock::kMaxBackoff);
+  VHandoff h = TtasSpinlock::vhandoff(r);
+  EXPECT_EQ(h.wakes[0].cpu, 2);
+  EXPECT_EQ(h.wakes[0].at, look + (40 + 20) * kNs);  // 6's and 3's reads first
+  const vt::vtime rmw = m.op(Op::atomic_rmw);
+  EXPECT_EQ(h.line_busy_until, h.wakes[0].at + 20 * kNs + rmw + (40 + 20) * kNs);  // its exchange, then theirs
+  // A release whose store comes while the line is still busy: the looks start after it.
+  VRelease busy = q.release(0, now + kNs);
+  busy.line_busy_until = h.line_busy_until;
+  EXPECT_GE(TtasSpinlock::vhandoff(busy).wakes[0].at, h.line_busy_until);
+  // One spinner: its look, its read and its exchange, nothing else.
+  const Queue one(m, {3});
+  h = TtasSpinlock::vhandoff(one.release(0, now));
+  EXPECT_EQ(h.wakes[0].cpu, 3);
+  EXPECT_EQ(h.wakes[0].at, look);
+  EXPECT_EQ(h.line_busy_until, look + 20 * kNs + rmw);
+}
+
 TEST(VirtualHandoff, SleepingKindsWakeASpinnerAndTheOldestSleeper) {
   const CostModel m = model(4);
   const vt::vtime step = m.spin_step();

@@ -24,8 +24,9 @@ VHandoff handoff(LockKind k, const VRelease& r) {
 }
 
 // Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: one atomic RMW on the lock word,
-// which first comes from its last writer's cache. Call at a sync point. A free lock's line has no reads queued on it
-// (VirtualLock::line_busy_until concerns hand-offs only; the kinds that set it say why).
+// which first comes from its last writer's cache. Call at a sync point. It does not wait for reads queued on the line
+// (VirtualLock::line_busy_until concerns hand-offs; ticket.hpp says why a free ticket lock has none, ttas.hpp leaves
+// a newcomer's exchange during the storm out).
 void take(VirtualLock& v, int cpu, CostModel& m, bool shared) {
   if (shared) {
     ++v.readers;

@@ -60,8 +60,8 @@ struct VHandoff {
                          // VRelease::batch + 1); otherwise the batch restarts at 0
   uint32_t readers = 0;  // a reader-writer kind: the first `readers` waiters for the read side (oldest first, writers
                          // skipped) hold it from the release on, each woken at wakes[0].at (nr_wakes is 1)
-  vt::vtime line_busy_until = 0;  // a kind whose waiters all re-read the word (ticket): when the line has served the
-                                  // last of this release's re-reads; a later write to the word queues behind them
+  vt::vtime line_busy_until = 0;  // a kind whose waiters re-read the word (ticket, TTAS): when the line has served
+                                  // the last of this release's re-reads; a later write to the word queues behind them
 
   void wake(int cpu, vt::vtime at) { wakes[size_t(nr_wakes++)] = {cpu, at}; }
 };
