@@ -414,6 +414,29 @@ TEST(VmallocSpace, PoolHitSkipsFreeTreeLock) {
   space.verify();
 }
 
+// find_vm_area() (fork.c's lookup of a fresh stack): one busy-lock acquisition when the area starts at the address
+// (v6.7: vmap_area_lock; v6.9+: addr_to_node(addr) holds it), every node's once for an address no area holds.
+TEST(VmallocSpace, FindVmAreaTakesTheBusyLockOfEachNodeItLooksAt) {
+  for (unsigned nodes : {1u, 3u}) {
+    VmallocConfig cfg;
+    cfg.nr_vmap_nodes = nodes;
+    cfg.nr_cpus = 4;
+    VmallocSpace space(quiet_domain(), cfg);
+    VmapCpu& c = space.cpu(0);
+    VmStruct* vm = space.get_vm_area(c, THREAD_SIZE, THREAD_ALIGN);
+    ASSERT_NE(vm, nullptr);
+    EXPECT_EQ(space.find_vm_area(c, vm->addr), vm);
+    EXPECT_EQ(space.find_vm_area(c, vm->addr + PAGE_SIZE), vm);  // inside the area, on the same zone's node
+    EXPECT_EQ(c.st.busy_lock_find, 2u) << nodes << " nodes";
+    EXPECT_EQ(space.find_vm_area(c, cfg.vend - PAGE_SIZE), nullptr);  // free space: every node looked at
+    EXPECT_EQ(c.st.busy_lock_find, 2u + nodes) << nodes << " nodes";
+    EXPECT_EQ(c.st.busy_lock_alloc, 1u);  // lookups are counted apart from the allocation path
+    ASSERT_TRUE(space.vfree(c, vm->addr));
+    EXPECT_EQ(space.find_vm_area(c, vm->addr), nullptr);  // unlinked from the busy tree by vfree
+    space.verify();
+  }
+}
+
 TEST(VmallocSpace, DrainAtLazyMaxPages) {
   VmallocConfig cfg;
   cfg.nr_vmap_nodes = 1;

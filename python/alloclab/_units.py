@@ -214,6 +214,7 @@ SUMMARY: dict[str, tuple[Metric, ...]] = {
         ("busy_lock_class", "text", "the busy lock's class: vmap_area_lock or vn->busy.lock"),
         ("busy_lock_per_alloc", "ratio", "busy-lock acquisitions per allocation (the model's own count)"),
         ("busy_lock_per_free", "ratio", "busy-lock acquisitions per free"),
+        ("busy_lock_lookups", "count", "find_vm_area() busy-lock acquisitions (stress_ng_pthread: one a fresh stack)"),
         ("busy_lock_contentions", "count", "lock_stat: contended busy-lock acquisitions (None: lock_stat off)"),
         ("busy_lock_wait_ns", "ns", "lock_stat: time waited for the busy lock (NaN: lock_stat off)"),
         ("busy_lock_hold_ns", "ns", "lock_stat: time the busy lock was held"),

@@ -296,10 +296,12 @@ def reading(table: pd.DataFrame) -> list[str]:
                 f"free_vmap_area_lock per allocation {r.free_lock_per_alloc:.2f}, pool hits {r.pool_hit_ratio:.0%}."
             )
     lines += [
-        "Why: in v6.7 every allocation takes the global free_vmap_area_lock once and the global vmap_area_lock "
-        "twice (once after the patch); every CPU meets every other on the same lock, so the second acquisition "
-        "is a second handoff of a contended line, and removing it pays in proportion to contention (the seed: "
-        "+0.5 % at 40 vCPUs, +5.5 % at 160).",
+        "Why: in v6.7 every fresh thread stack takes the global free_vmap_area_lock once and the global "
+        "vmap_area_lock three times (insert_vmap_area, setup_vmalloc_vm, and fork.c's find_vm_area(); two after the "
+        "patch), and its vfree once more (find_unlink_vmap_area); every CPU meets every other on the same lock, so "
+        "the extra acquisition is one more handoff of a contended line, and removing it pays in proportion to "
+        "contention (the seed: +0.5 % at 40 vCPUs, +5.5 % at 160). It pays only while vmap_area_lock, not "
+        "free_vmap_area_lock, is the lock the CPUs queue on: compare the two locks' contentions.",
         "In v6.9+ most allocations are served from the CPU's own vmap_node pool (no free_vmap_area_lock at all) "
         "and the busy lock is one of up to 128 chosen by address, so two CPUs rarely want the same one: the "
         "extra acquisition is mostly uncontended and cheap, and the gain shrinks (the seed: +0.6 % at 160 vCPUs) "

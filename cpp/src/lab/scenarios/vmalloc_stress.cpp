@@ -13,7 +13,9 @@
 //                      stack: memset), else __vmalloc_node_range(THREAD_SIZE = 16 KiB, THREAD_ALIGN = 16 KiB,
 //                      THREADINFO_GFP = GFP_KERNEL_ACCOUNT | __GFP_ZERO): __get_vm_area_node() (alloc_vmap_area()
 //                      under the busy lock(s)), __vmalloc_area_node() (4 zeroed pages, bulk) and
-//                      vmap_pages_range() (map_ns_per_page each); then clone_ns for the rest of the thread's life
+//                      vmap_pages_range() (map_ns_per_page each), then find_vm_area(stack) (v6.7 kernel/fork.c:
+//                      the vm_struct kept in tsk->stack_vm_area, looked up by find_vmap_area() under the busy
+//                      lock: one more acquisition per fresh stack); then clone_ns for the rest of the thread's life
 //                      (copy_process, wake-up, run, exit, join: a stated figure, see the parameter). When the
 //                      stressor joins a thread, free_thread_stack() puts the stack back into an empty slot of the
 //                      CPU's cache (this_cpu_try_cmpxchg), else vfree()s it (v6.7: thread_stack_delayed_free() ->
@@ -60,11 +62,16 @@
 //   allocation path   k per successful allocation: insert_vmap_area() in alloc_vmap_area(), plus, with
 //                     busy_lock="twice" (before the patch), setup_vmalloc_vm() in __get_vm_area_node();
 //                     k = 2 (twice) or 1 (once); 0 for a failed allocation (nothing is inserted)
+//   lookup            stress_ng_pthread: 1 per fresh stack, fork.c's find_vm_area() (find_vmap_area(); the area
+//                     starts at the address, so it is on the first node looked at): f = 1 per allocation whose pages
+//                     were mapped, f = 0 in the other patterns
 //   free path         1 per vfree(): find_unlink_vmap_area() (the area is on addr_to_node(va_start), found on the
 //                     first node it looks at)
 //   purge             0
-//   lock_stat acquisitions of the class = k * allocs + frees     (allocs: __get_vm_area_node() calls that succeeded
+//   lock_stat acquisitions of the class = k * allocs + lookups + frees
+//                                                                 (allocs: __get_vm_area_node() calls that succeeded
 //                                                                  -- a stack taken from cached_stacks[] is none;
+//                                                                  lookups: f x (allocs - page_alloc_failures);
 //                                                                  frees: the vfree()s of the timed run -- a stack
 //                                                                  put back into the cache is none)
 //   summary busy_lock_per_alloc = allocation-path acquisitions / allocs = k
@@ -405,9 +412,10 @@ class VmallocStress final : public Scenario {
     const VmallocStats st = space_->stats();
     const uint64_t k = once_ ? 1 : 2;
     const auto n = [](uint64_t v) { return std::to_string(v); };
-    LockExpectation busy{"busy_lock", std::string(space_->busy_lock_class()), k * st.allocs + st.frees,
-                         "k x allocations + frees = " + n(k) + " x " + n(st.allocs) + " + " + n(st.frees) + " = " +
-                             n(k * st.allocs + st.frees)};
+    const uint64_t lookups = expected_lookups(st);
+    LockExpectation busy{"busy_lock", std::string(space_->busy_lock_class()), k * st.allocs + lookups + st.frees,
+                         "k x allocations + find_vm_area() lookups + frees = " + n(k) + " x " + n(st.allocs) + " + " +
+                             n(lookups) + " + " + n(st.frees) + " = " + n(k * st.allocs + lookups + st.frees)};
     if (pattern_ == Pattern::test_vmalloc) {
       uint64_t total = 0;
       std::string terms;
@@ -455,6 +463,14 @@ class VmallocStress final : public Scenario {
     cfg.bounce_ns = bounce_ns_;
     cfg.nr_contexts = threads_ + 1;  // one per worker + the controlling thread (prepare, final purge)
     return cfg;
+  }
+  // fork.c's find_vm_area() lookups, one per fresh stack whose pages were mapped (stress_ng_pthread); no other
+  // pattern looks an area up.
+  uint64_t expected_lookups(const VmallocStats& st) const {
+    if (pattern_ != Pattern::stress_ng_pthread) return 0;
+    uint64_t page_failures = 0;
+    for (const auto& f : page_failures_) page_failures += f.n;
+    return st.allocs - page_failures;
   }
   // The held ring's capacity: the areas a worker holds at most.
   size_t held_capacity() const {
@@ -713,7 +729,12 @@ class VmallocStress final : public Scenario {
       vcost::pages(PageOp::clear, THREAD_SIZE / mm::PAGE_SIZE, ctx.slot.model_node);
       break;
     }
-    if (!vm) vm = vmalloc_node(ctx.slot, c, THREAD_SIZE, THREAD_SIZE, true);  // THREADINFO_GFP: __GFP_ZERO
+    if (!vm) {
+      vm = vmalloc_node(ctx.slot, c, THREAD_SIZE, THREAD_SIZE, true);  // THREADINFO_GFP: __GFP_ZERO
+      // vm = find_vm_area(stack): the vm_struct cached in tsk->stack_vm_area, looked up under the busy lock
+      if (vm && space_->find_vm_area(c, vm->addr) != vm)
+        throw std::logic_error("vmalloc_stress: find_vm_area() of a fresh stack found another area");
+    }
     ctx.record_latency_ns(uint64_t(ticks_to_ns(clock_ticks() - t0)));
     if (!vm) return;
     ws.held.push(vm);
@@ -851,6 +872,9 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   if (space_->v67_shape() && st.lazy_lock_purge != st.purge_lock)
     bug("v6.7 purges detached the lazy tree " + std::to_string(st.lazy_lock_purge) + " times in " +
         std::to_string(st.purge_lock) + " vmap_purge_lock sections");
+  if (st.busy_lock_find != expected_lookups(st))
+    bug("find_vm_area() took the busy lock " + std::to_string(st.busy_lock_find) + " times, expected " +
+        std::to_string(expected_lookups(st)));
   if (st.busy_lock_free != st.frees)
     bug("busy-lock acquisitions on the free path: " + std::to_string(st.busy_lock_free) + " for " +
         std::to_string(st.frees) + " frees");
@@ -932,6 +956,7 @@ void VmallocStress::finish(const RunEnv& env, RunResult& r) {
   s.emplace_back("busy_lock_class", std::string(space_->busy_lock_class()));
   s.emplace_back("busy_lock_per_alloc", per(st.busy_lock_alloc, st.allocs));
   s.emplace_back("busy_lock_per_free", per(st.busy_lock_free, st.frees));
+  s.emplace_back("busy_lock_lookups", int64_t(st.busy_lock_find));
   s.emplace_back("busy_lock_contentions", r.lock_count(busy, &LockStatRow::contentions));
   s.emplace_back("busy_lock_wait_ns", r.lock_figure(busy, &LockStatRow::wait_total_ns));
   s.emplace_back("busy_lock_hold_ns", r.lock_figure(busy, &LockStatRow::hold_total_ns));

@@ -180,6 +180,28 @@ VmapArea* VmallocSpace::find_unlink_vmap_area(VmapCpu& c, unsigned long addr) {
   return nullptr;
 }
 
+VmStruct* VmallocSpace::find_vm_area(VmapCpu& c, unsigned long addr) {
+  // find_vmap_area() (v6.7: spin_lock(&vmap_area_lock); __find_vmap_area(addr, &vmap_area_root); v6.9+: the same
+  // under each node's busy lock, from addr_to_node_id(addr) round the nodes until one holds addr).
+  unsigned i = addr_to_node_id(addr);
+  const unsigned j = i;
+  do {
+    VmapNode* vn = nodes_[i].get();
+    VmapArea* va;
+    {
+      ScopedLock g(vn->busy_lock);
+      ++c.st.busy_lock_find;
+      touch(vn->busy_last_cpu, c);
+      va = find_vmap_area_in(addr, &vn->busy.root);
+    }
+    if (va) {
+      vcost::touch(va_line(va), false);  // va->vm, read after the unlock (find_vm_area())
+      return va->vm;
+    }
+  } while ((i = (i + 1) % nr_vmap_nodes_) != j);
+  return nullptr;
+}
+
 VmStruct* VmallocSpace::remove_vm_area(VmapCpu& c, unsigned long addr) {
   if (!IS_ALIGNED(addr, PAGE_SIZE)) return nullptr;  // WARN "Trying to vfree() bad address"
   VmapArea* va = find_unlink_vmap_area(c, addr);

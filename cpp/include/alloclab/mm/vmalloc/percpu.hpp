@@ -33,6 +33,7 @@ enum FitType : unsigned { NOTHING_FIT = 0, FL_FIT_TYPE = 1, LE_FIT_TYPE = 2, RE_
   X(busy_lock_alloc, sum, "busy lock, alloc path: insert_vmap_area (+ setup_vmalloc_vm with busy_lock=twice)")    \
   X(busy_lock_setup, sum, "of which setup_vmalloc_vm()")                                                          \
   X(busy_lock_free, sum, "busy lock in find_unlink_vmap_area()")                                                  \
+  X(busy_lock_find, sum, "busy lock in find_vmap_area() (find_vm_area(): fork.c's lookup of a fresh stack)")      \
   X(free_lock_alloc, sum, "free_vmap_area_lock in alloc_vmap_area()")                                             \
   X(free_lock_purge, sum, "free_vmap_area_lock in purge / pool decay / reclaim_list_global()")                    \
   X(pool_lock, sum, "vn->pool_lock, every site")                                                                  \

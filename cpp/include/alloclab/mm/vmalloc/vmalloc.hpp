@@ -9,6 +9,8 @@
 //   __get_vm_area_node() with busy_lock_once = false (before commit aaab830ad887, "mm/vmalloc: Eliminated the
 //                        lock contention from twice to once"): setup_vmalloc_vm() takes the busy lock again;
 //                        with busy_lock_once = true the vm fields are set before the single insert.
+//   find_vm_area():      busy lock ×1 per node it looks at (find_vmap_area: addr_to_node(addr) first, which holds
+//                        an area that starts at addr; v6.7: the global vmap_area_lock once).
 //   remove_vm_area():    busy lock ×1 (find_unlink_vmap_area), lazy lock ×1 (free_vmap_area_noflush).
 //   drain (lazy pages > lazy_max_pages = fls(ncpus) × 32 MiB): vmap_purge_lock, then per node: pool decay
 //                        (pool_lock, free_vmap_area_lock), lazy detach (lazy lock), one TLB flush for all,
@@ -85,6 +87,11 @@ class VmallocSpace {
   // given (setup before the insert); null when nothing fits even after reclaim_and_purge_vmap_areas().
   VmapArea* alloc_vmap_area(VmapCpu& c, unsigned long size, unsigned long align, unsigned long vstart,
                             unsigned long vend, unsigned long va_flags, VmStruct* vm);
+  // find_vm_area(): the vm_struct of the busy area containing addr, or null (also for an area without one), looked
+  // up by find_vmap_area() under the busy lock: v6.7 the global vmap_area_lock; v6.9+ vn->busy.lock of
+  // addr_to_node(addr), then of the following nodes until one holds it (an area that starts at addr is on the
+  // first). kernel/fork.c alloc_thread_stack_node() calls it on every stack __vmalloc_node_range() returned.
+  VmStruct* find_vm_area(VmapCpu& c, unsigned long addr);
   // remove_vm_area(): unlinks the busy area starting at addr and frees it lazily; returns its vm_struct (the
   // caller frees its pages and their array, then free_vm_struct()), or null for an address that is not a vmalloc
   // area.
