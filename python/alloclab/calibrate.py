@@ -217,7 +217,7 @@ def _clock(run: _Run, pu: int) -> _Results:
     ghz = _core.calibration.core_ghz(pu, trials)
     mhz = _cpuinfo_mhz()
     if ghz > 0:
-        how = f"a chain of dependent 64-bit adds on PU {pu}, median of {trials} trials"
+        how = f"a chain of dependent 64-bit register-to-register adds on PU {pu}, median of {trials} trials"
         how += f" (/proc/cpuinfo: {mhz:g} MHz)" if mhz else ""
     elif mhz:
         ghz, how = mhz / 1000, "/proc/cpuinfo 'cpu MHz' (no add-chain measurement on this architecture)"

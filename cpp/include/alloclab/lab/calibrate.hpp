@@ -11,7 +11,8 @@
 //   page work       one thread copies (memcpy) or clears (memset) 4 KiB pages taken in random order from buffers
 //                   much larger than the LLC, as migration copies and fault-time clears meet cold pages: the time of
 //                   one page op, latency- rather than bandwidth-bound (no prefetcher runs into the next page);
-//   core clock      a chain of dependent 64-bit register adds (one cycle each on every x86-64 core);
+//   core clock      a chain of dependent 64-bit register-to-register adds (one cycle each on every x86-64 core; an
+//                   immediate add would be folded by Golden Cove and later cores);
 //   op costs        one microbenchmark per op of ALLOCLAB_OPS, pinned and cache-resident: a locked RMW, an L1
 //                   pointer chase, ListHead (vmalloc/list.hpp), RbNode lookups (vmalloc/rbtree.hpp), a bitmap word
 //                   scan, __init_single_page on struct page (mm/page.hpp), back-to-back PAUSEs (cpu_pause()) and
