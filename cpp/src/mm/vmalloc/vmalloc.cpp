@@ -161,45 +161,34 @@ void VmallocSpace::setup_vmalloc_vm(VmapCpu& c, VmStruct* vm, VmapArea* va, unsi
   va->vm = vm;
 }
 
-VmapArea* VmallocSpace::find_unlink_vmap_area(VmapCpu& c, unsigned long addr) {
+VmapArea* VmallocSpace::busy_lookup(VmapCpu& c, unsigned long addr, uint64_t& taken, bool unlink) {
   // An area lives in the busy tree of addr_to_node(va_start); the kernel still walks every node if needed.
   unsigned i = addr_to_node_id(addr);
   const unsigned j = i;
   do {
     VmapNode* vn = nodes_[i].get();
-    VmapArea* va;
-    {
-      ScopedLock g(vn->busy_lock);
-      ++c.st.busy_lock_free;
-      touch(vn->busy_last_cpu, c);
-      va = find_vmap_area_in(addr, &vn->busy.root);
-      if (va) unlink_va(va, &vn->busy.root, false);
+    ScopedLock g(vn->busy_lock);
+    ++taken;
+    touch(vn->busy_last_cpu, c);
+    if (VmapArea* va = find_vmap_area_in(addr, &vn->busy.root)) {
+      if (unlink) unlink_va(va, &vn->busy.root, false);
+      return va;
     }
-    if (va) return va;
   } while ((i = (i + 1) % nr_vmap_nodes_) != j);
   return nullptr;
 }
 
+VmapArea* VmallocSpace::find_unlink_vmap_area(VmapCpu& c, unsigned long addr) {
+  return busy_lookup(c, addr, c.st.busy_lock_free, true);
+}
+
 VmStruct* VmallocSpace::find_vm_area(VmapCpu& c, unsigned long addr) {
   // find_vmap_area() (v6.7: spin_lock(&vmap_area_lock); __find_vmap_area(addr, &vmap_area_root); v6.9+: the same
-  // under each node's busy lock, from addr_to_node_id(addr) round the nodes until one holds addr).
-  unsigned i = addr_to_node_id(addr);
-  const unsigned j = i;
-  do {
-    VmapNode* vn = nodes_[i].get();
-    VmapArea* va;
-    {
-      ScopedLock g(vn->busy_lock);
-      ++c.st.busy_lock_find;
-      touch(vn->busy_last_cpu, c);
-      va = find_vmap_area_in(addr, &vn->busy.root);
-    }
-    if (va) {
-      vcost::touch(va_line(va), false);  // va->vm, read after the unlock (find_vm_area())
-      return va->vm;
-    }
-  } while ((i = (i + 1) % nr_vmap_nodes_) != j);
-  return nullptr;
+  // under each node's busy lock).
+  VmapArea* va = busy_lookup(c, addr, c.st.busy_lock_find, false);
+  if (!va) return nullptr;
+  vcost::touch(va_line(va), false);  // va->vm, read after the unlock (find_vm_area())
+  return va->vm;
 }
 
 VmStruct* VmallocSpace::remove_vm_area(VmapCpu& c, unsigned long addr) {

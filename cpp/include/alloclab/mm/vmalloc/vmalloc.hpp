@@ -149,6 +149,10 @@ class VmallocSpace {
   void reclaim_list_global(VmapCpu& c, ListHead* head);
   void setup_vmalloc_vm(VmapCpu& c, VmStruct* vm, VmapArea* va, unsigned long flags, const void* caller);
   VmapArea* find_unlink_vmap_area(VmapCpu& c, unsigned long addr);
+  // The busy area starting at addr, looked up under each node's busy lock from addr_to_node_id(addr) round the nodes
+  // until one holds it (find_vmap_area's and find_unlink_vmap_area's walk), counting each acquisition in `taken`;
+  // with `unlink` it is unlinked from its node's busy tree under that lock. Null when no node holds it.
+  VmapArea* busy_lookup(VmapCpu& c, unsigned long addr, uint64_t& taken, bool unlink);
   void free_vmap_area_noflush(VmapCpu& c, VmapArea* va);
   bool purge_lazy_locked(VmapCpu& c, bool full_pool_decay);  // __purge_vmap_area_lazy(), vmap_purge_lock held
   void purge_vmap_node(VmapCpu& c, VmapNode* vn);
