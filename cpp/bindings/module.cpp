@@ -361,7 +361,7 @@ PYBIND11_MODULE(_core, m) {
     py::list l;
     for (const auto& k : lock_kinds())
       l.append(py::make_tuple(std::string(k.name), std::string(k.doc), k.fifo, k.numa_aware, std::string(k.base),
-                              k.read_side));
+                              k.read_side, k.lock.rmws, k.lock.accesses, k.unlock.rmws, k.unlock.accesses));
     return l;
   });
   m.def("lock_classes", [] {

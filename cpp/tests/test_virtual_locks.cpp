@@ -320,7 +320,16 @@ TEST(VirtualLockZoo, TicketCollapsesAsWaitersGrowAndMcsDoesNot) {
     ticket.push_back(zoo("ticket", n, "acquisitions_per_s"));
     mcs.push_back(zoo("mcs", n, "acquisitions_per_s"));
   }
-  EXPECT_EQ(ticket[0], mcs[0]);  // one CPU: no hand-off at all
+  // One CPU: no hand-off at all; the two differ by their uncontended acquisition and release alone (LockKindTraits).
+  const CostModel m = model(32);
+  const auto uncontended_s = [&](LockKind k) {
+    const LockKindInfo& info = lock_kinds()[size_t(k)];
+    return double((info.lock.rmws + info.unlock.rmws) * m.op(Op::atomic_rmw) +
+                  (info.lock.accesses + info.unlock.accesses) * m.op(Op::line_access)) /
+           1e12;
+  };
+  EXPECT_NEAR(1 / mcs[0] - 1 / ticket[0], uncontended_s(LockKind::mcs) - uncontended_s(LockKind::ticket), 1e-15);
+  EXPECT_GT(uncontended_s(LockKind::mcs), uncontended_s(LockKind::ticket));  // two RMWs and three accesses, one and two
   for (size_t i = 3; i < ticket.size(); ++i) {
     EXPECT_LT(ticket[i], mcs[i]) << "at " << (1 << i) << " CPUs";
     EXPECT_LT(ticket[i], ticket[i - 1]) << "at " << (1 << i) << " CPUs";
@@ -467,6 +476,33 @@ TEST(VirtualLock, CountsAndTimesInLockStatAreVirtual) {
   EXPECT_EQ(rows[0].hold_min_ns, 100.0);  // exactly: virtual time
   EXPECT_EQ(rows[0].hold_max_ns, 100.0);
   EXPECT_GT(rows[0].contentions, 0u);
+}
+
+// Every kind's uncontended acquisition and release cost what its real code does to memory (LockKindTraits): its
+// locked RMWs at the profile's atomic_rmw, its plain loads and stores at line_access (2 and 3 cycles at 2.5 GHz).
+TEST(VirtualLock, AnUncontendedKindCostsItsOwnFastPath) {
+  for (const LockKindInfo& k : lock_kinds()) {
+    SCOPED_TRACE(std::string(k.name));
+    VirtualZoneLock v(std::string(k.name), {0});
+    const auto cost = [&](LockOps ops) {
+      return ops.rmws * v.m.op(Op::atomic_rmw) + ops.accesses * v.m.op(Op::line_access);
+    };
+    vt::vtime locked = 0, unlocked = 0;
+    vt::Simulator sim;
+    sim.run(1, [&](int cpu) {
+      v.d.attach(cpu, 0);
+      LockToken t;
+      const vt::vtime t0 = sim.now();
+      v.l.lock(t);
+      const vt::vtime t1 = sim.now();
+      v.l.unlock(t);
+      locked = t1 - t0;
+      unlocked = sim.now() - t1;
+    });
+    EXPECT_EQ(locked, cost(k.lock));
+    EXPECT_EQ(unlocked, cost(k.unlock));
+    EXPECT_GE(k.lock.rmws + k.unlock.rmws, 1);  // every kind takes its word with a locked RMW
+  }
 }
 
 // A ticket lock on the simulator's fibers (two sockets: CPUs 0-1 and 2-3; 20 ns within one, 40 ns across). CPU 0

@@ -152,9 +152,26 @@ def lock_kinds() -> pd.DataFrame:
     """The lock primitives a lock class can use: ``kind``, what it does (``doc``), whether waiters are served in
     arrival order (``fifo``), and whether it queues waiters by their node (``numa_aware``: on a model with one node
     such a kind degenerates to its ``base`` lock, the kind named there, empty for the others, and a run's
-    ``provenance["lock_notes"]`` says so), and whether it has a shared read side (``read_side``: rwsem; on any other
-    kind a down_read takes the lock exclusively)."""
-    return pd.DataFrame(_core.lock_kinds(), columns=["kind", "doc", "fifo", "numa_aware", "base", "read_side"])
+    ``provenance["lock_notes"]`` says so), whether it has a shared read side (``read_side``: rwsem; on any other
+    kind a down_read takes the lock exclusively), and what its uncontended acquisition and release do to memory,
+    counted from its code: locked read-modify-writes (``lock_rmws``, ``unlock_rmws``) and plain loads and stores of
+    the lines it owns (``lock_accesses``, ``unlock_accesses``), which virtual time charges at the profile's
+    ``atomic_rmw`` and ``line_access``."""
+    return pd.DataFrame(
+        _core.lock_kinds(),
+        columns=[
+            "kind",
+            "doc",
+            "fifo",
+            "numa_aware",
+            "base",
+            "read_side",
+            "lock_rmws",
+            "lock_accesses",
+            "unlock_rmws",
+            "unlock_accesses",
+        ],
+    )
 
 
 def lock_classes() -> pd.DataFrame:

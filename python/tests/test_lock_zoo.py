@@ -242,3 +242,24 @@ def test_numa_aware_kinds_are_listed_and_say_when_they_degenerate():
         ]
         == ""
     )
+
+
+def test_a_kinds_uncontended_cost_is_what_its_code_does_to_memory():
+    # One virtual CPU: no hand-off, so two kinds differ by their uncontended acquisition and release alone, the
+    # counts al.lock_kinds() gives, at the profile's atomic_rmw and line_access.
+    ops = al.lock_kinds().set_index("kind")
+    m = al.machine("xeon-8380-2s")
+    ghz = m.values["clock.ghz"]
+    rmw_s, access_s = (round(m.values[f"op_cycles.{op}"] / ghz * 1000) * 1e-12 for op in ("atomic_rmw", "line_access"))
+
+    def cost_s(kind: str) -> float:
+        k = ops.loc[kind]
+        return (k.lock_rmws + k.unlock_rmws) * rmw_s + (k.lock_accesses + k.unlock_accesses) * access_s
+
+    def elapsed(kind: str) -> float:
+        r = al.run("lock_zoo", clock="virtual", machine=m, threads=1, iterations=1000, lock=kind, lockstat=False)
+        return float(r.summary["elapsed_s"])
+
+    assert (ops.loc["mcs", ["lock_rmws", "lock_accesses", "unlock_rmws", "unlock_accesses"]] == [1, 2, 1, 1]).all()
+    for kind in ("mcs", "cohort", "kmutex"):
+        assert elapsed(kind) - elapsed("qspinlock") == pytest.approx(1000 * (cost_s(kind) - cost_s("qspinlock")))

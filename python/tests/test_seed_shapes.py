@@ -45,8 +45,9 @@ MULTIPLIER_MISS = (
 )
 VMALLOC_MISS = (
     "measured at 100 stress_ng_pthread operations per worker (fork.c's find_vm_area() lookup of each fresh stack "
-    "included): once / twice - 1 = +0.54 %, +0.53 %, -1.50 %, +2.99 % at 40 / 80 / 120 / 160 vCPUs (v6.7; seed "
-    "+0.5 % to +5.5 %), +0.0005 % at 160 and +0.0004 % at 224 with vmap nodes (seed +0.6 %, +4 %). "
+    "included; each lock kind's uncontended ops as its code does them): once / twice - 1 = -0.99 %, -0.50 %, "
+    "-1.49 %, +1.19 % at 40 / 80 / 120 / 160 vCPUs (v6.7; seed +0.5 % to +5.5 %), -0.18 % at 160 and 0.000 % at 224 "
+    "with vmap nodes (seed +0.6 %, +4 %). "
     "free_vmap_area_lock is saturated at every point (3987 of 4000 acquisitions contended at 40 vCPUs, 15999 of "
     "16000 at 160; held 2.07 us at 40, 4.15 us at 160, against the busy lock's 3 x 0.59-0.83 us per thread), so the "
     "busy-lock section the patch removes is not on the bottleneck; the free-lock hold is the walk down the free tree "
@@ -163,8 +164,11 @@ def test_vmalloc_v67_gain_is_positive_and_grows_with_vcpus(vmalloc_gain):
 
 @pytest.mark.xfail(strict=True, reason=VMALLOC_MISS)
 def test_vmalloc_vmap_nodes_shrink_the_gain_until_224_vcpus(vmalloc_gain):
-    # The seed: with vmap nodes +0.6 % at 160 vCPUs (v6.7 there: +5.5 %) and +4 % at 224.
+    # The seed: with vmap nodes +0.6 % at 160 vCPUs (v6.7 there: +5.5 %) and +4 % at 224. Taking the lock once
+    # cannot cost time, so a gain below zero is no gain, as in the v6.7 check (-0.18 % at 160 and 0 % at 224 would
+    # otherwise read as the seed's growth).
     v69 = vmalloc_gain.loc["v6.9+"]
+    assert (v69 >= 0).all(), vmalloc_gain.round(4).to_dict()
     assert v69[160] < vmalloc_gain.loc[("v6.7", 160)] and v69[224] > v69[160], vmalloc_gain.round(4).to_dict()
 
 

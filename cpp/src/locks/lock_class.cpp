@@ -24,11 +24,27 @@ requires kNumaAware<Kind>
 constexpr std::string_view kBase<Kind> = Kind::kBase;
 
 constexpr LockKindInfo kKinds[] = {
-#define ALLOCLAB_KIND_INFO(name, Type) \
-  {LockKind::name, #name, Type::kTraits.doc, Type::kTraits.fifo, kNumaAware<Type>, kBase<Type>, ReadSideKind<Type>},
+#define ALLOCLAB_KIND_INFO(name, Type)                                       \
+  {LockKind::name,      #name,       Type::kTraits.doc,  Type::kTraits.fifo, \
+   kNumaAware<Type>,    kBase<Type>, ReadSideKind<Type>, Type::kTraits.lock, \
+   Type::kTraits.unlock},
     ALLOCLAB_LOCK_KINDS(ALLOCLAB_KIND_INFO)
 #undef ALLOCLAB_KIND_INFO
 };
+
+// A NUMA-aware kind's base names a kind of the list that is not NUMA-aware itself (what it degenerates to).
+constexpr bool bases_are_plain_kinds() {
+  for (const LockKindInfo& k : kKinds) {
+    if (!k.numa_aware) continue;
+    bool found = false;
+    for (const LockKindInfo& b : kKinds) found = found || (b.name == k.base && !b.numa_aware);
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(bases_are_plain_kinds(),
+              "a NUMA-aware kind's kBase must name a kind of ALLOCLAB_LOCK_KINDS that is not "
+              "NUMA-aware");
 
 // The kernel's classes; lab code registers its own (register_lock_class).
 constexpr LockClassDef kKernelClasses[] = {

@@ -61,6 +61,8 @@ struct LockKindInfo {
   std::string_view base;  // that base lock's kind (a NUMA-aware kind only)
   bool read_side;  // it has a shared read side (enter_read, try_enter_read, wait_read, leave_read): Lock::lock_read
                    // shares it; on another kind a reader takes the lock exclusively
+  LockOps lock;    // what an uncontended acquisition does to memory (LockKindTraits)
+  LockOps unlock;  // and its release
 };
 std::span<const LockKindInfo> lock_kinds();
 std::string_view to_string(LockKind k);

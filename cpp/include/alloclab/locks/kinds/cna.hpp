@@ -70,7 +70,10 @@ struct CnaSpinlock : QueuedSpinlock<CnaQueue> {
       .doc =
           "compact NUMA-aware lock (Dice & Kogan, EuroSys'19) as the Linux CNA series builds it: qspinlock's word "
           "and pending bit, and a queue head that passes on to the first waiter of its own node, moving the "
-          "others to a secondary queue"};
+          "others to a secondary queue",
+      // Uncontended: qspinlock's: the cmpxchg; the store of the locked byte.
+      .lock = {.rmws = 1, .accesses = 0},
+      .unlock = {.rmws = 0, .accesses = 1}};
   static constexpr std::string_view kBase = "qspinlock";  // what it is on a 1-node model
 
   uint32_t queued(const Token&) const noexcept { return 0; }  // not FIFO

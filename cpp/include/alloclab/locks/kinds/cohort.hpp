@@ -27,7 +27,11 @@ struct CohortSpinlock : CohortBase<TtasSpinlock, 64> {
       .fifo = false,
       .doc =
           "C-BO-MCS cohort lock (Dice, Marathe & Shavit, PPoPP'12): a per-node MCS lock under a global backoff lock; "
-          "passed within the node up to a limit of hand-offs in a row"};
+          "passed within the node up to a limit of hand-offs in a row",
+      // Uncontended: the local MCS enqueue (two stores, an exchange), the global exchange and the batch store; the load
+      // of next, the global store, the load of next again and the local cmpxchg.
+      .lock = {.rmws = 2, .accesses = 3},
+      .unlock = {.rmws = 1, .accesses = 3}};
   static constexpr std::string_view kBase = "mcs";  // what it is on a 1-node model
 
   // Virtual time (vhandoff.hpp): below the limit, the oldest waiter of the releaser's node gets the lock (the local

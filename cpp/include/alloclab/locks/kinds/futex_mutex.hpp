@@ -18,7 +18,10 @@ struct FutexMutex {
                                           .doc =
                                               "sleeping mutex on a futex: spins briefly, then sleeps; woken waiters "
                                               "race (not FIFO), like the kernel's mutex "
-                                              "without its handoff"};
+                                              "without its handoff",
+                                          // Uncontended: the cmpxchg; the fetch_sub.
+                                          .lock = {.rmws = 1, .accesses = 0},
+                                          .unlock = {.rmws = 1, .accesses = 0}};
   static constexpr int kSpins = 128;  // optimistic spin before sleeping, like mutex_optimistic_spin's budget
 
   struct Token {};

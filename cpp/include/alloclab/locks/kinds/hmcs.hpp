@@ -43,7 +43,11 @@ struct HmcsSpinlock : CohortBase<McsSpinlock, 64> {
       .doc =
           "hierarchical MCS lock, two levels (Chabbi, Fagan & Mellor-Crummey, PPoPP'15): a per-node MCS lock under a "
           "root MCS lock, passed within the node up to a limit of hand-offs in a row; AHMCS's fast path (PPoPP'16) "
-          "takes the root alone when the lock is free"};
+          "takes the root alone when the lock is free",
+      // Uncontended: the fast path: the load of the node's tail, the root node's two stores and the root's cmpxchg; the
+      // load of next and the root's cmpxchg.
+      .lock = {.rmws = 1, .accesses = 3},
+      .unlock = {.rmws = 1, .accesses = 1}};
   static constexpr std::string_view kBase = "mcs";  // what it is on a 1-node model
 
   struct alignas(64) Token : Base::Token {

@@ -24,10 +24,20 @@
 
 namespace alloclab {
 
+// What an uncontended acquisition or release does to memory, counted from the kind's real code: its locked
+// read-modify-writes, and its plain loads and stores of the lines it owns (the lock word's, its queue node's). Virtual
+// time charges each as the profile's atomic_rmw or line_access (virtual_lock.cpp).
+struct LockOps {
+  uint8_t rmws;
+  uint8_t accesses;
+};
+
 // What the catalogue says of a kind; its name is its enumerator in ALLOCLAB_LOCK_KINDS.
 struct LockKindTraits {
   bool fifo;             // the lock goes to the waiters in arrival order (queued() counts them)
   std::string_view doc;  // one line, for al.lock_kinds()
+  LockOps lock;          // enter() finding the lock free (and a read side's enter_read() alike)
+  LockOps unlock;        // leave() with nobody waiting (and leave_read() alike)
 };
 
 template <class K>

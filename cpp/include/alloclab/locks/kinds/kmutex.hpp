@@ -24,7 +24,10 @@ struct KernelMutex {
       .fifo = false,
       .doc =
           "the kernel's mutex: cmpxchg fast path, optimistic spinning on the OSQ, then a FIFO wait list and sleep; the "
-          "first waiter that loses after a wake-up gets the lock handed to it; the default for kernel mutexes"};
+          "first waiter that loses after a wake-up gets the lock handed to it; the default for kernel mutexes",
+      // Uncontended: the owner cmpxchg of mutex_lock's and of mutex_unlock's fast path.
+      .lock = {.rmws = 1, .accesses = 0},
+      .unlock = {.rmws = 1, .accesses = 0}};
   static constexpr int kSpins = 1024;  // looks at the owner word before a spinner gives up (the owner-running check)
 
   static constexpr uintptr_t kFlagWaiters = 0x01;  // MUTEX_FLAG_WAITERS

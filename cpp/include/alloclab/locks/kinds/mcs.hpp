@@ -17,7 +17,11 @@ namespace alloclab {
 
 struct McsSpinlock {
   static constexpr LockKindTraits kTraits{
-      .fifo = true, .doc = "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node"};
+      .fifo = true,
+      .doc = "MCS queued spinlock (the queue of qspinlock): FIFO, each waiter spins on its own node",
+      // Uncontended: the node's two stores and the exchange of tail; the load of next and the cmpxchg of tail.
+      .lock = {.rmws = 1, .accesses = 2},
+      .unlock = {.rmws = 1, .accesses = 1}};
 
   // The queue node, one per acquisition, alone on its cache line (its owner spins on `locked`).
   struct alignas(64) Token : McsNode {};

@@ -96,7 +96,10 @@ struct Qspinlock : QueuedSpinlock<McsQueue> {
           "the kernel's queued spinlock: 4-byte word with locked byte, pending bit "
           "and MCS tail over per-CPU nodes; the "
           "second contender spins on the pending bit, the others queue (FIFO); the default for kernel "
-          "spinlocks"};
+          "spinlocks",
+      // Uncontended: queued_spin_lock's cmpxchg; queued_spin_unlock's store of the locked byte.
+      .lock = {.rmws = 1, .accesses = 0},
+      .unlock = {.rmws = 0, .accesses = 1}};
 
   // The pending waiter plus the nodes queued behind the tail's predecessors (for tests; call while holding the lock).
   uint32_t queued(const Token&) const noexcept;

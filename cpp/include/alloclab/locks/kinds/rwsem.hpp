@@ -39,7 +39,11 @@ struct Rwsem {
       .doc =
           "the kernel's rw_semaphore: readers share via an atomic add on the count word, writers exclude; FIFO "
           "wait list, a woken writer alone or every queued reader at once, hand-off after 4 ms; lock() is "
-          "down_write, lock_read() down_read; the default for rwsem classes (mmap_sem)"};
+          "down_write, lock_read() down_read; the default for rwsem classes (mmap_sem)",
+      // Uncontended: down_write's cmpxchg and up_write's fetch_sub (down_read's and up_read's fetch_add and fetch_sub
+      // alike).
+      .lock = {.rmws = 1, .accesses = 0},
+      .unlock = {.rmws = 1, .accesses = 0}};
 
   // The count word (kernel/locking/rwsem.c).
   static constexpr long kWriterLocked = 1L << 0;  // RWSEM_WRITER_LOCKED

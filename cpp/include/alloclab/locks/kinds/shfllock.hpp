@@ -25,7 +25,10 @@ struct Shfllock {
                                           .doc =
                                               "ShflLock (Kashyap et al., SOSP'19): a test-and-set word and an MCS "
                                               "queue whose head, while it waits, moves its "
-                                              "node's waiters forward"};
+                                              "node's waiters forward",
+                                          // Uncontended: a load and the cmpxchg of the word; its store.
+                                          .lock = {.rmws = 1, .accesses = 1},
+                                          .unlock = {.rmws = 0, .accesses = 1}};
   static constexpr std::string_view kBase = "qspinlock";  // what it is on a 1-node model
   static constexpr uint32_t kMaxBatch = 64;  // heads in a row from one node before the head stops shuffling
 

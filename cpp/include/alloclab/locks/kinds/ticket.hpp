@@ -18,7 +18,11 @@ namespace alloclab {
 
 struct TicketSpinlock {
   static constexpr LockKindTraits kTraits{
-      .fifo = true, .doc = "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line"};
+      .fifo = true,
+      .doc = "ticket spinlock (Linux x86 before 4.2): FIFO, every waiter spins on one line",
+      // Uncontended: fetch_add of next and a load of owner; the store of owner.
+      .lock = {.rmws = 1, .accesses = 1},
+      .unlock = {.rmws = 0, .accesses = 1}};
 
   struct Token {
     uint32_t ticket;  // set by enter() or try_enter()

@@ -19,7 +19,11 @@ namespace alloclab {
 
 struct TtasSpinlock {
   static constexpr LockKindTraits kTraits{
-      .fifo = false, .doc = "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap"};
+      .fifo = false,
+      .doc = "test-and-test-and-set spinlock with bounded exponential backoff: unfair, cheap",
+      // Uncontended: the exchange; the release store.
+      .lock = {.rmws = 1, .accesses = 0},
+      .unlock = {.rmws = 0, .accesses = 1}};
   static constexpr uint32_t kMaxBackoff = 1024;  // PAUSEs between probes, at most
 
   struct Token {};  // nothing per acquisition
