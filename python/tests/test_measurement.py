@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 from conftest import on
+from scenario_params import names, small_params, specs
 
 import alloclab as al
 from alloclab import _core
@@ -134,6 +135,24 @@ def test_grow_keeps_to_the_parameters_step_and_names_bad_options():
         al.run("lock_zoo", threads=1, min_time_s=-1)
     with pytest.raises(ValueError, match=r"^grow: expected True or False"):
         al.run("lock_zoo", threads=1, grow="yes")
+
+
+def _size_cases() -> list[tuple[str, dict]]:
+    """Every scenario at its small parameters, and page_alloc once per pattern (its size parameter depends on it)."""
+    patterns = next(s["choices"] for s in specs("page_alloc") if s["parameter"] == "pattern")
+    return [(s, {}) for s in names() if s != "page_alloc"] + [("page_alloc", {"pattern": p}) for p in patterns]
+
+
+@pytest.mark.parametrize(("scenario", "extra"), _size_cases(), ids=lambda c: str(c))
+def test_the_size_grow_scales_lengthens_the_run(scenario, extra):
+    # grow scales the size parameter the scenario declares for these parameters; a parameter that does not lengthen
+    # the run would be grown to its maximum for nothing (page_alloc's bulk pattern ignores iterations). Virtual runs
+    # are exact, so twice the size must give a longer run.
+    params = {**small_params(scenario), **extra}
+    first = al.run(scenario, clock="virtual", machine="host", grow=True, **params)
+    name = first.provenance["grow_param"]
+    twice = al.run(scenario, clock="virtual", machine="host", **{**params, name: 2 * first.params[name]})
+    assert twice.summary["elapsed_s"] > first.summary["elapsed_s"], (name, first.params[name])
 
 
 def test_runs_from_two_threads_take_turns_by_default():

@@ -274,7 +274,7 @@ std::map<std::string, Value> with_lock_params(const ScenarioDef& def, std::map<s
 
 Params check_run(const std::string& scenario, const std::map<std::string, Value>& given, const RunOptions& opt) {
   const ScenarioDef& def = find_scenario(scenario);
-  if (opt.grow && def.size_param.empty())
+  if (opt.grow && !def.size)
     throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
   opt.validate();
   return Params::resolve(def.params, with_lock_params(def, given, opt.locks), def.name);
@@ -288,19 +288,20 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   RunResult r = run_scenario(*sc, def.name, resolved, opt);
   r.provenance.emplace_back("kernel", def.kernel);
   if (!opt.grow) return r;
+  const SizeParam size = def.size(resolved);
   const ParamSpec& spec =
-      *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == def.size_param; });
-  const int64_t first = resolved.i(def.size_param);
+      *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == size.name; });
+  const int64_t first = resolved.i(size.name);
   int grown = 0;
   std::string why_stopped;
   while (!r.stopped && short_run(r, opt)) {
-    const int64_t size = resolved.i(def.size_param);
-    const int64_t next = grown_size(size, r.elapsed_s, opt.min_time_s, spec, def.size_step);
-    if (next <= size) {
-      why_stopped = def.size_param + " is at its maximum";
+    const int64_t now = resolved.i(size.name);
+    const int64_t next = grown_size(now, r.elapsed_s, opt.min_time_s, spec, size.step);
+    if (next <= now) {
+      why_stopped = size.name + " is at its maximum";
       break;
     }
-    params[def.size_param] = next;
+    params[size.name] = next;
     try {
       resolved = Params::resolve(def.params, params, def.name);
       sc = def.make(resolved);
@@ -312,7 +313,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
     }
     ++grown;
   }
-  r.provenance.emplace_back("grow_param", def.size_param);
+  r.provenance.emplace_back("grow_param", size.name);
   r.provenance.emplace_back("grown_from", first);
   r.provenance.emplace_back("grow_steps", int64_t(grown));
   r.provenance.emplace_back("grow_stopped", why_stopped);

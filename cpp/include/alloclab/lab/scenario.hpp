@@ -260,16 +260,27 @@ class Scenario {
   virtual void finish(const RunEnv& env, RunResult& r) = 0;
 };
 
+// A scenario's size parameter (ScenarioDef::size).
+struct SizeParam {
+  std::string name;
+  int64_t step = 1;
+};
+
+// The size of a scenario whose size is always parameter `name`, in multiples of `step`.
+inline std::function<SizeParam(const Params&)> size_is(std::string name, int64_t step = 1) {
+  return [name = std::move(name), step](const Params&) { return SizeParam{name, step}; };
+}
+
 struct ScenarioDef {
   std::string name;
   std::string doc;
   std::vector<ParamSpec> params;
   // Builds the scenario from validated parameters; throws std::invalid_argument for invalid combinations.
   std::function<std::unique_ptr<Scenario>(const Params&)> make;
-  // The parameter that sets how much work a run does (RunOptions::grow scales it), and the multiple its values
-  // must be (e.g. whole pageblocks).
-  std::string size_param;
-  int64_t size_step = 1;
+  // The parameter that sets how much work a run with these parameters does (RunOptions::grow scales it), and the
+  // multiple its values must be (e.g. whole pageblocks); empty for a scenario without one. A function of the
+  // parameters, since one parameter may decide which other sets the size (page_alloc's pattern).
+  std::function<SizeParam(const Params&)> size;
   // The smallest valid parameters that still run every path of the scenario with two workers on two model nodes,
   // in under a second: what the C++ sweep over every scenario, the property tests and the Python tests start from.
   std::map<std::string, Value> small;

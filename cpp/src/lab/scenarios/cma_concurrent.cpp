@@ -554,8 +554,7 @@ ScenarioDef cma_concurrent_scenario() {
                                 "check_pcp_refill under zone->lock; after_unlock = the pcp-refill patch"),
           },
           [](const Params& p) { return std::make_unique<CmaConcurrent>(p); },
-          "pages_per_region",
-          int64_t(pageblock_nr_pages),
+          size_is("pages_per_region", int64_t(pageblock_nr_pages)),
           {{"regions", int64_t(2)}, {"pages_per_region", int64_t(2048)}},
           "v6.14 mm-unstable of 2025-02 (the tree the seed patched; its cma_range_alloc is in v6.15), pcp batch/high "
           "rules of v6.7 (BatchRule::v6_7, unchanged in v6.14), no check_new_pages (CheckMode::off: "

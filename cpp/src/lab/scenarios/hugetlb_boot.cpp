@@ -559,7 +559,7 @@ ScenarioDef hugetlb_boot_scenario() {
                          "does; off by default since the seed's machines never hit it"),
   };
   d.make = [](const Params& p) { return std::make_unique<HugetlbBoot>(p); };
-  d.size_param = "pages";
+  d.size = size_is("pages");
   d.kernel =
       "v6.9 (Gang Li's v6 series as merged: mm/hugetlb.c hugetlb_pages_alloc_boot, gather_bootmem_prealloc; "
       "kernel/padata.c padata_do_multithreaded); pcp batch/high: mm/page_alloc.c nr_pcp_alloc/nr_pcp_high/"

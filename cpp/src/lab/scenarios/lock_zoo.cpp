@@ -173,8 +173,7 @@ ScenarioDef lock_zoo_scenario() {
                                  "cache lines of protected data the critical section writes (moved by each hand-off)"),
           },
           [](const Params& p) { return std::make_unique<LockZoo>(p); },
-          "iterations",
-          1,
+          size_is("iterations"),
           {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}},
           "none: a lock benchmark, not a kernel path",
           {{"lock_zoo", "lock"}}};

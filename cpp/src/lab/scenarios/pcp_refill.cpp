@@ -298,8 +298,7 @@ ScenarioDef pcp_refill_scenario() {
                                 "GFP_HIGHUSER_MOVABLE, or GFP_KERNEL (unmovable: steals movable pageblocks)"),
           },
           [](const Params& p) { return std::make_unique<PcpRefill>(p); },
-          "count",
-          1,
+          size_is("count"),
           {{"threads", int64_t(2)}, {"count", int64_t(256)}},
           "v6.2 (the seed's base): pcp rules and check_pcp_refill inside zone->lock; check=after_unlock is the patch"};
 }

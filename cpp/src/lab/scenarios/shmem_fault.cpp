@@ -355,8 +355,7 @@ ScenarioDef shmem_fault_scenario() {
                                  "trap + page-table walk + PTE install, a busy-wait outside every lock (0: none)"),
           },
           [](const Params& p) { return std::make_unique<ShmemFault>(p); },
-          "pages_per_thread",
-          1,
+          size_is("pages_per_thread"),
           {{"threads", int64_t(2)}, {"pages_per_thread", int64_t(1024)}},
           "v2.6.35 for lock_twice, prealloc and ramfs: mm/shmem.c shmem_getpage / mm/filemap.c filemap_fault, "
           "page allocator pcp batch 512 KiB-capped, high 6 x batch, order 0 only (BatchRule::v2_6_35), "
