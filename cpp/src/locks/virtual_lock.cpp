@@ -28,11 +28,11 @@ vt::vtime cost(const CostModel& m, LockOps ops) {
   return ops.rmws * m.op(Op::atomic_rmw) + ops.accesses * m.op(Op::line_access);
 }
 
-// Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: the kind's uncontended acquisition
-// (`ops`), on the lock word, which first comes from its last writer's cache. Call at a sync point. It does not wait
-// for reads queued on the line (VirtualLock::line_busy_until concerns hand-offs; ticket.hpp says why a free ticket
-// lock has none, ttas.hpp leaves a newcomer's exchange during the storm out).
-void take(VirtualLock& v, int cpu, CostModel& m, bool shared, LockOps ops) {
+// Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: `kind`'s uncontended acquisition
+// (LockKindTraits::lock), on the lock word, which first comes from its last writer's cache. Call at a sync point. It
+// does not wait for reads queued on the line (VirtualLock::line_busy_until concerns hand-offs; ticket.hpp says why a
+// free ticket lock has none, ttas.hpp leaves a newcomer's exchange during the storm out).
+void take(VirtualLock& v, int cpu, CostModel& m, bool shared, LockKind kind) {
   if (shared) {
     ++v.readers;
   } else {
@@ -41,7 +41,7 @@ void take(VirtualLock& v, int cpu, CostModel& m, bool shared, LockOps ops) {
   }
   const vt::vtime fetch = v.last >= 0 ? m.transfer(v.last, cpu) : 0;
   v.last = cpu;
-  m.pay(cost(m, ops) + fetch);
+  m.pay(cost(m, lock_kinds()[size_t(kind)].lock) + fetch);
 }
 
 // Nobody holds it, reader or writer.
@@ -60,7 +60,7 @@ void Lock::vlock(LockToken& t, bool read) {
   const bool shared = read && read_side_;
   const CostModel::SyncPoint sp(m);
   if (shared ? readable(v) : free(v) && !v.handoff) {
-    take(v, self, m, shared, lock_kinds()[size_t(kind_)].lock);
+    take(v, self, m, shared, kind_);
     if (stat_) stat_acquired(t, 0, 0, read);
     return;
   }
@@ -80,7 +80,7 @@ void Lock::vlock(LockToken& t, bool read) {
     if (shared) break;            // granted the read side by the release that woke it (VHandoff::readers)
     if (v.holder == self) break;  // handed over at the wake-up time
     if (free(v)) {                // a race it won: the lock is still free when it looks
-      take(v, self, m, false, lock_kinds()[size_t(kind_)].lock);
+      take(v, self, m, false, kind_);
       break;
     }
     // Another CPU got there first: wait again (its spin budget and backoff run on from when it began).
@@ -104,7 +104,7 @@ bool Lock::vtrylock(LockToken& t, bool read) {
     m.pay(m.op(Op::line_access) + (v.last >= 0 ? m.transfer(v.last, self) : 0));
     return false;
   }
-  take(v, self, m, shared, lock_kinds()[size_t(kind_)].lock);
+  take(v, self, m, shared, kind_);
   if (stat_) stat_acquired(t, 0, 0, read);
   return true;
 }
