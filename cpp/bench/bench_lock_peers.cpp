@@ -2,7 +2,8 @@
 // the ratio ours / ck is measured, not remembered (issue 18 item 5). Two threads pinned to host PUs 0 and 1 take the
 // lock in turn with an empty critical section (the two-thread hand-off); one pinned thread alone gives the
 // uncontended path. Run with --benchmark_enable_random_interleaving and repetitions (make bench does) and compare
-// medians. Pairs: spin ~ ck_spinlock_fas (test-and-test-and-set), ticket ~ ck_spinlock_ticket, mcs ~ ck_spinlock_mcs.
+// medians. Pairs: spin ~ ck_spinlock_fas (test-and-test-and-set), ticket ~ ck_spinlock_ticket, mcs ~ ck_spinlock_mcs,
+// cohort ~ ck_cohort of ck_spinlock_fas with backoff over ck_spinlock_mcs (C-BO-MCS, with our local hand-off limit).
 // Leaves out: libslock (not packaged), lock_stat on (BM_Uncontended in bench_locks.cpp has it).
 #include <benchmark/benchmark.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 
 #include <string>
 
+#include "alloclab/locks/kinds/cohort.hpp"
 #include "alloclab/locks/lock.hpp"
 #include "peers/ck_peers.h"
 #include "shared_lock.hpp"
@@ -22,8 +24,10 @@ struct Pair {
   LockKind ours;
   ck_peer_kind ck;
 };
-constexpr Pair kPairs[] = {
-    {LockKind::spin, CK_PEER_FAS}, {LockKind::ticket, CK_PEER_TICKET}, {LockKind::mcs, CK_PEER_MCS}};
+constexpr Pair kPairs[] = {{LockKind::spin, CK_PEER_FAS},
+                           {LockKind::ticket, CK_PEER_TICKET},
+                           {LockKind::mcs, CK_PEER_MCS},
+                           {LockKind::cohort, CK_PEER_COHORT}};
 
 // Pins the calling benchmark thread to host PU `pu`; false when the host has no such PU.
 bool pin(int pu) {
@@ -40,7 +44,7 @@ void BM_Ours(benchmark::State& state, LockKind kind, bench::SharedLock* shared) 
 
 void BM_Ck(benchmark::State& state, ck_peer_kind kind, ck_peer_lock* lock) {
   if (!pin(state.thread_index())) return state.SkipWithError("needs host PUs 0 and 1");
-  if (state.thread_index() == 0) ck_peer_init(kind, lock);
+  if (state.thread_index() == 0) ck_peer_init(kind, lock, CohortSpinlock::kBatchLimit);
   ck_peer_node node{};
   for (auto _ : state) {
     ck_peer_acquire(kind, lock, &node);
