@@ -41,8 +41,8 @@ from .machines import Machine
 from .topology import Topology
 
 __all__ = [
-    "HOST_COLUMNS", "SLURM_KEYS", "Outcome", "Task", "check_placement", "completed", "current", "dask", "execute",
-    "host", "pick", "portable", "slurm", "using",
+    "HOST_COLUMNS", "SLURM_KEYS", "Outcome", "Task", "check_placement", "completed", "current", "dask", "disturbed",
+    "execute", "host", "pick", "portable", "slurm", "using",
 ]  # fmt: skip
 
 #: Columns of every sweep row that say which host ran it: its hostname, CPU model, the digest of its hwloc
@@ -188,9 +188,10 @@ def host() -> dict[str, Any]:
 @dataclass(frozen=True)
 class Task:
     """One run of a sweep, as sent to a worker: ``run(scenario, **options, **params)``, tried again up to
-    ``retries`` times while its workers did not run together. ``options["topology"]`` and ``options["machine"]``
-    are what a worker can rebuild (see :func:`portable`). ``run`` is the run's index in the sweep: two repeats of
-    one configuration are two tasks (an executor that caches equal tasks, as Dask does for pure ones, runs both)."""
+    ``retries`` times while the host disturbed it (:func:`disturbed`). ``options["topology"]`` and
+    ``options["machine"]`` are what a worker can rebuild (see :func:`portable`). ``run`` is the run's index in the
+    sweep: two repeats of one configuration are two tasks (an executor that caches equal tasks, as Dask does for
+    pure ones, runs both)."""
 
     run: int
     scenario: str
@@ -207,7 +208,7 @@ class Outcome:
         result: the last try's result, or ``None`` when the run failed.
         error: ``"Type: message"`` when it failed (in the run, or its worker was lost), else ``""``.
         attempts: tries made (1 on failure).
-        retried: tries made again because the workers did not run together.
+        retried: tries made again because the host disturbed the run (:func:`disturbed`).
         flagged: the measurement warnings of the result kept.
         other_warnings: other warnings the run raised, as ``(category, message)``.
         host: the :data:`HOST_COLUMNS` of the host that ran it (``None`` values when its worker was lost).
@@ -239,8 +240,7 @@ def execute(task: Task, topologies: dict[str, Topology | None] | None = None) ->
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", MeasurementWarning)
                 result = run(task.scenario, **options, **task.params)
-            poor = result.summary.get("overlap_poor") is True and not result.stopped
-            if not (poor and attempt <= task.retries):
+            if not (disturbed(result) and attempt <= task.retries):
                 break
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -251,6 +251,19 @@ def execute(task: Task, topologies: dict[str, Topology | None] | None = None) ->
     flagged = [str(w.message) for w in caught if issubclass(w.category, MeasurementWarning)]
     others = [(w.category, str(w.message)) for w in caught if not issubclass(w.category, MeasurementWarning)]
     return Outcome(result, attempts=attempt, retried=attempt - 1, flagged=flagged, other_warnings=others, host=here)
+
+
+def disturbed(result: RunResult) -> bool:
+    """Whether the host, not the configuration, spoiled a finished run's timing, so that trying again may give a
+    clean one: its workers did not run together (``overlap_poor``), or it was oversubscribed (a worker waited for a
+    CPU, other tasks or runs were on the host) although it had no more workers than host PUs. A run with more
+    workers than PUs is oversubscribed by design: every try would be."""
+    if result.stopped:
+        return False
+    if result.summary.get("overlap_poor") is True:
+        return True
+    prov = result.provenance
+    return bool(prov.get("oversubscribed")) and prov.get("workers", 0) <= prov.get("host_pus", 0)
 
 
 _worker_topologies: dict[str, Topology | None] = {}

@@ -7,8 +7,9 @@ first run (a typo is an error at once, not an error row after minutes); a config
 becomes a row with ``status="error"`` and the message; a run that hits ``timeout_s`` becomes a row with
 ``status="stopped"``; the sweep goes on.
 
-Measurements are checked as they come: a run whose workers did not run together (``overlap_poor``) can be
-run again, up to ``retries`` times (the studies do), and the runs still flagged (poor overlap, too short,
+Measurements are checked as they come: a run the host disturbed (its workers did not run together, or it was
+oversubscribed with no more workers than host PUs: :func:`alloclab.cluster.disturbed`) can be run again, up to
+``retries`` times (the studies do), and the runs still flagged (poor overlap, too short,
 oversubscribed) are counted in one warning at the end and in the meta data. Timings are best taken with
 ``lockstat=False`` (lock_stat's clock reads sit inside every critical section); ``lockstat_repeats`` adds
 lock_stat runs of every configuration for the counts, as extra repeats whose rows say ``lockstat=True``.
@@ -143,7 +144,8 @@ def sweep(
             ``locks``, ``seed``, ...). ``None`` or ``{}``: one configuration.
         repeats: how many times each configuration runs (>= 1). Run ``i`` of the sweep is configuration
             ``i % n_configs`` of repeat ``i // n_configs``: A B A B ..., never A A B B.
-        retries: how many more times a run whose workers did not run together (``overlap_poor``) is tried before
+        retries: how many more times a run the host disturbed (its workers did not run together, or it was
+            oversubscribed with no more workers than host PUs: :func:`alloclab.cluster.disturbed`) is tried before
             its row is kept as it is (``attempts`` counts the tries; 0: never, the row is kept and flagged).
         lockstat_repeats: lock_stat runs of every configuration after the timed repeats (repeats ``repeats`` ...
             ``repeats + lockstat_repeats - 1``), for the counts when ``lockstat=False`` times the rest.
@@ -439,7 +441,7 @@ class _State:
         self.started = _resultdir.utc_now()
         self._env: dict[str, Any] | None = None
         self.lockstat_repeats = 0
-        self.retried = 0  # runs tried again because their workers did not run together
+        self.retried = 0  # runs tried again because the host disturbed them (cluster.disturbed)
         self.flagged: list[str] = []  # the measurement warnings of the rows kept
 
     def reuse(self) -> None:

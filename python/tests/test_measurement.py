@@ -272,21 +272,43 @@ def test_interpreter_exit_during_a_run_s_set_up_in_a_daemon_thread_exits_cleanly
     _exit_once_a_run_is_in_flight('al.run("page_alloc", node_pages=1 << 23)', poll_s=0.001)
 
 
-def test_a_sweep_runs_a_poorly_overlapped_run_again_and_counts_what_stays_flagged(monkeypatch):
+def _first_try_disturbed(monkeypatch, how: str) -> list[int]:
+    """Makes the sweep's first run look disturbed by the host (``how``: its workers did not run together, or it was
+    oversubscribed) and every later one clean; returns the list that counts the runs."""
     real, calls = runs_module.run, []
 
     def flaky(scenario, **kwargs):
         result = real(scenario, **kwargs)
         calls.append(1)
-        summary = result.summary.copy()
-        summary["overlap_poor"] = len(calls) == 1  # the first try did not run together, the second did
-        return al.RunResult(**{**result.__dict__, "summary": summary})
+        summary, provenance = result.summary.copy(), dict(result.provenance)
+        # Both flags set here, so that what the host really does during the test changes nothing.
+        summary["overlap_poor"] = how == "overlap_poor" and len(calls) == 1
+        provenance["oversubscribed"] = how == "oversubscribed" and len(calls) == 1
+        return al.RunResult(**{**result.__dict__, "summary": summary, "provenance": provenance})
 
     monkeypatch.setattr(runs_module, "run", flaky)
+    return calls
+
+
+@pytest.mark.parametrize("how", ["overlap_poor", "oversubscribed"])
+def test_a_sweep_runs_a_run_the_host_disturbed_again_and_counts_what_stays_flagged(monkeypatch, how):
+    calls = _first_try_disturbed(monkeypatch, how)
     df = al.sweep("lock_zoo", grid={"lock": ["spin"]}, repeats=1, retries=2, progress=False, threads=1,
                   iterations=100, min_time_s=0)  # fmt: skip
     assert len(calls) == 2 and df["attempts"].tolist() == [2]
     assert df.attrs["alloclab"]["retried_runs"] == 1
+
+
+def test_a_run_with_more_workers_than_host_pus_is_not_tried_again(monkeypatch):
+    # Oversubscribed by design: every try would be, so the first is kept with its flag.
+    calls = _first_try_disturbed(monkeypatch, "oversubscribed")
+    threads = os.cpu_count() + 1
+    df = al.sweep("lock_zoo", grid={"lock": ["spin"]}, repeats=1, retries=2, progress=False, threads=threads,
+                  iterations=100, min_time_s=0)  # fmt: skip
+    assert len(calls) == 1 and df["attempts"].tolist() == [1] and df["oversubscribed"].tolist() == [True]
+
+
+def test_retries_is_a_count():
     with pytest.raises(ValueError, match=r"^retries: value out of range: -1 \(allowed: >= 0\)$"):
         al.sweep("lock_zoo", retries=-1, progress=False)
 

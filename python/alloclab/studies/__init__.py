@@ -510,9 +510,10 @@ def failure_notes(*runs: pd.DataFrame) -> list[str]:
 
 def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool, quick: bool = False, **fixed: Any):
     """A study's sweep: ``repeats`` timed runs of every configuration without lock_stat, interleaved, then one
-    lock_stat run of each for the counts (rows with ``lockstat=True``); a run whose workers did not run together
-    is tried up to twice more, except in quick mode (on a loaded host nearly every 2-worker run is, and a retry
-    mostly is too: quick runs keep their flags). Returns the ``SweepResult``.
+    lock_stat run of each for the counts (rows with ``lockstat=True``); a run the host disturbed (its workers did
+    not run together, or a worker waited for a CPU: :func:`alloclab.cluster.disturbed`) is tried up to twice more,
+    except in quick mode (on a loaded host nearly every 2-worker run is, and a retry mostly is too: quick runs keep
+    their flags). Returns the ``SweepResult``.
 
     Args:
         scenario: the scenario.
@@ -621,8 +622,8 @@ def measurement_notes(*results: Any) -> list[str]:
     total = sum(len(r.runs) for r in results)
     if retried or flagged:
         notes.append(
-            f"{retried} run(s) tried again because their workers did not run together; {flagged} of {total} runs "
-            "still flagged (poor overlap, too short or oversubscribed): comparisons drop the first two kinds and "
-            "call nothing oversubscribed a finding"
+            f"{retried} run(s) tried again because the host disturbed them (poor overlap, or oversubscribed with no "
+            f"more workers than host PUs); {flagged} of {total} runs still flagged (poor overlap, too short or "
+            "oversubscribed): comparisons drop the first two kinds and call nothing oversubscribed a finding"
         )
     return notes
