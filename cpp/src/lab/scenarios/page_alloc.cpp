@@ -264,8 +264,9 @@ ScenarioDef page_alloc_scenario() {
       [](const Params& p) { return std::make_unique<PageAlloc>(p); },
       // bulk allocates a share of the node's pages once: its size is the node; repeat and rand loop.
       [](const Params& p) {
-        return p.s("pattern") == "bulk" ? SizeParam{"node_pages", int64_t(pageblock_nr_pages)}
-                                        : SizeParam{"iterations", 1};
+        return kPatternNames.parse(p.s("pattern"), "pattern") == Pattern::bulk
+                   ? SizeParam{"node_pages", int64_t(pageblock_nr_pages)}
+                   : SizeParam{"iterations", 1};
       },
       {{"threads", int64_t(2)}, {"iterations", int64_t(2000)}, {"node_pages", int64_t(8192)}},
       "v6.2: pcp batch/high rules and check_pcp_refill inside zone->lock (batch_rule and check select others)"};
