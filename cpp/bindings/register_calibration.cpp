@@ -29,6 +29,14 @@ void register_calibration(py::module_& m) {
   c.def("copy_bandwidth_gbs", &calibration::copy_bandwidth_gbs, py::arg("pus"), py::arg("bytes_per_thread"),
         py::arg("trials"), nogil);
   c.def(
+      "misses_in_flight",
+      [](int pu, size_t bytes, int trials, size_t misses) {
+        const auto r = calibration::misses_in_flight(pu, bytes, trials, misses);
+        return std::tuple(r.lines, r.latency_ns, r.best_k);
+      },
+      py::arg("pu"), py::arg("bytes"), py::arg("trials"), py::arg("misses"), nogil,
+      "(misses in flight, latency ns, best K): see calibrate.hpp");
+  c.def(
       "page_op_ns",
       [](const std::string& op, int pu, size_t bytes, int trials) {
         const PageOp o = kPageOpNames.parse(op, "op");

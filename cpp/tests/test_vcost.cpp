@@ -8,6 +8,8 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "alloclab/base/scheduler.hpp"
@@ -177,6 +179,37 @@ TEST(VirtualCosts, ALineWrittenByOneCpuCostsAnotherExactlyTheTransfer) {
   EXPECT_EQ(read_cost, v.op(Op::line_access) + v.costs.transfer(0, 1));
   EXPECT_EQ(v.costs.transfer(0, 1), 20 * kNs);  // same_llc in the test profile
   set_page_count(page, 0);
+}
+
+// CPU 0 writes five lines; then CPU 1 writes them all at once (touch_each): each access pays line_access, and the
+// transfers overlap in groups of the profile's misses_in_flight.core, each group paying one transfer. A profile
+// without the field overlaps nothing: five transfers, as five touch() calls pay.
+TEST(VirtualCosts, IndependentLinesOverlapTheirTransfersUpToTheMissesInFlight) {
+  struct alignas(64) Line {
+    uint64_t x = 0;
+  };
+  const auto cost_on_cpu1 = [](std::optional<double> in_flight, size_t n) {
+    ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+    if (in_flight) test::profile_number(f, "misses_in_flight.core", *in_flight);
+    VirtualRun v(std::make_shared<MachineProfile>(f), 2);
+    std::vector<Line> lines(n);
+    vt::vtime spent = 0;
+    v.run(2, [&](int cpu) {
+      vt::Simulator& sim = *vt::Simulator::current();
+      if (cpu == 0) return vcost::touch_each(std::span(lines), true);
+      ASSERT_TRUE(sim.block_until(1000 * kNs));  // long after CPU 0's writes
+      const vt::vtime t0 = sim.now();
+      vcost::touch_each(std::span(lines), true);
+      spent = sim.now() - t0;
+    });
+    return std::pair(spent, v.op(Op::line_access));
+  };
+  const vt::vtime transfer = 20 * kNs;  // same_llc in the test profile
+  const auto [grouped, access] = cost_on_cpu1(2.0, 5);
+  EXPECT_EQ(grouped, 5 * access + 3 * transfer);   // groups of 2, 2 and 1
+  EXPECT_EQ(cost_on_cpu1(2.9, 5).first, grouped);  // a fractional count rounds down
+  EXPECT_EQ(cost_on_cpu1(std::nullopt, 5).first, 5 * access + 5 * transfer);
+  EXPECT_EQ(cost_on_cpu1(12.0, 1).first, access + transfer);  // one line: what touch() charges
 }
 
 // Two CPUs stream a 2 MiB block's struct pages at once: on one node they share its bandwidth, on two nodes they do

@@ -39,6 +39,8 @@ _SIZES = {
     "futex_samples": (2000, 20),
     "futex_sleep_us": (200, 50),
     "bandwidth_trials": (5, 1),
+    "mlp_trials": (5, 1),
+    "mlp_misses": (100_000, 5_000),
     "clock_trials": (5, 1),
     "op_trials": (11, 2),
     "ops": (1_000_000, 10_000),
@@ -166,6 +168,7 @@ def _measure_all(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]], pu: 
     out |= _transfers(run, pairs)
     out |= _wakeup(run, *_wake_pair(pairs))
     out |= _bandwidth(run, pu)
+    out |= _misses_in_flight(run, pu)
     out |= _page_ns(run, pu)
     out |= _op_cycles(run, pu, out["clock.ghz"][0])
     return out
@@ -277,6 +280,20 @@ def _bandwidth(run: _Run, pu: int) -> _Results:
             f"bandwidth_gbs.core: {core:.1f} GB/s",
         ),
     }
+
+
+def _misses_in_flight(run: _Run, pu: int) -> _Results:
+    trials, misses = run.size("mlp_trials"), run.size("mlp_misses")
+    size = _buffer_bytes(_core.calibration.host_llc_bytes(), 1, run.quick)
+    lines, latency, best_k = _core.calibration.misses_in_flight(pu, size, trials, misses)
+    how = (
+        f"K independent random pointer chases interleaved in one loop over {size // _MIB} MiB first touched on PU {pu} "
+        f"(one random cycle through every 64-byte line, the K chases evenly spaced along it), {misses} misses per K; "
+        f"misses in flight = K x latency / time per step (Little's law), max over K = 1..32 (in the first run: best "
+        f"K = {best_k}, latency {latency:.0f} ns); median of {trials} trials on PU {pu}"
+    )
+    shown = f"misses_in_flight.core: {lines:.1f} lines (best K = {best_k}, latency {latency:.0f} ns)"
+    return {"misses_in_flight.core": run.result(lines, how, shown)}
 
 
 def _page_ns(run: _Run, pu: int) -> _Results:

@@ -31,6 +31,7 @@ UNITS = {
     "transfer_ns": "ns",
     "wakeup_ns": "ns",
     "bandwidth_gbs": "GB/s",
+    "misses_in_flight": "lines",
     "dram_ns": "ns",
     "page_ns": "ns",
     "op_cycles": "cycles",

@@ -35,7 +35,8 @@ def test_calibrate_quick_writes_a_profile_that_loads_back(tmp_path):
     assert {k.split(".")[1] for k in values if k.startswith("op_cycles.")} == OPS
     assert {k.split(".")[1] for k in values if k.startswith("transfer_ns.")} == set(m.classes)
     assert {"clock.ghz", "wakeup_ns.futex", "bandwidth_gbs.node", "bandwidth_gbs.core"} <= set(values)
-    assert {"page_ns.copy", "page_ns.clear"} <= set(values)
+    assert {"page_ns.copy", "page_ns.clear", "misses_in_flight.core"} <= set(values)
+    assert values["misses_in_flight.core"] >= 1
     for source in m.fields["source"]:
         assert source.startswith("calibrated on ") and " with alloclab calibrate on " in source
         assert f"median of {REPEATS[1]} interleaved runs of the whole calibration, IQR " in source
@@ -69,6 +70,20 @@ def test_page_ops_refuse_bad_input():
         _core.calibration.page_op_ns("move", 0, 1 << 20, 1)
     with pytest.raises(ValueError, match=r"bytes: 4096 bytes, 1 trials \(allowed: at least 8192 bytes and one trial\)"):
         _core.calibration.page_op_ns("clear", 0, 4096, 1)
+
+
+def test_misses_in_flight_measures_and_refuses_bad_input():
+    lines, latency, best_k = _core.calibration.misses_in_flight(0, 1 << 20, 1, 1000)
+    assert lines >= 1 and latency > 0 and best_k in (1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 32)
+    n = al.Topology.host().pus
+    with pytest.raises(ValueError, match=rf"pu: {n} is not a host PU"):
+        _core.calibration.misses_in_flight(n, 1 << 20, 1, 1000)
+    with pytest.raises(ValueError, match=r"bytes: 2048 bytes \(allowed: 4096 to \d+ bytes\)"):
+        _core.calibration.misses_in_flight(0, 2048, 1, 1000)
+    with pytest.raises(ValueError, match=r"trials: 0 trials of 1000 misses per chase count \(allowed: at least 1 of"):
+        _core.calibration.misses_in_flight(0, 1 << 20, 0, 1000)
+    with pytest.raises(ValueError, match=r"trials: 1 trials of 0 misses per chase count"):
+        _core.calibration.misses_in_flight(0, 1 << 20, 1, 0)
 
 
 def test_every_op_has_one_microbenchmark_and_one_description():
@@ -108,6 +123,7 @@ def fake(monkeypatch):
     measure("transfer_ns", lambda i: TRANSFER[i % N])
     measure("futex_wake_ns", lambda i: FUTEX[i % N])
     measure("copy_bandwidth_gbs", lambda i: 20.0)
+    measure("misses_in_flight", lambda i: (12.0, 240.0, 20))
     measure("page_op_ns", lambda i: 400.0)
     measure("op_ns", lambda i: [(op, OP_NS[i % N]) for op in _core.op_names()])
     return calls
@@ -124,6 +140,9 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
     assert doc["clock"]["ghz"]["value"] == 3.0
     assert {e["value"] for e in doc["op_cycles"].values()} == {3.0}
     assert doc["bandwidth_gbs"]["node"]["value"] == 20.0
+    assert doc["misses_in_flight"]["core"]["value"] == 12.0
+    order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight page_ns op_cycles"
+    assert [k for k, v in doc.items() if isinstance(v, dict)] == order.split()  # the profile's section order
 
 
 def test_sources_name_the_runs_and_their_spread(fake):
@@ -157,6 +176,8 @@ def test_quick_mode_runs_the_quick_sizes_twice(fake):
     samples, trips = _SIZES["transfer_samples"][1], _SIZES["round_trips"][1]
     assert {args[2:] for name, args in fake if name == "transfer_ns"} == {(samples, trips)}
     assert {args[1:] for name, args in fake if name == "op_ns"} == {(_SIZES["op_trials"][1], _SIZES["ops"][1])}
+    mlp = {(_SIZES["mlp_trials"][1], _SIZES["mlp_misses"][1])}
+    assert {args[2:] for name, args in fake if name == "misses_in_flight"} == mlp
     assert "QUICK MODE" in doc["description"]
 
 

@@ -209,7 +209,8 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_thread():
 
 def test_protected_lines_move_with_the_lock_across_nodes():
     """In virtual time each line the critical section writes comes from the last holder's CPU: more lines, more
-    transfers per hand-off, less throughput when the workers sit on two nodes."""
+    accesses per hand-off, and one more transfer per group of the core's misses in flight (12 on this profile), so
+    less throughput when the workers sit on two nodes."""
 
     def rate(lines: int) -> float:
         r = al.run("lock_zoo", clock="virtual", machine="xeon-8380-2s", placement="scatter", threads=4,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "alloclab/base/clock.hpp"
 #include "alloclab/base/rng.hpp"
@@ -88,6 +90,45 @@ double median(std::vector<double> v) {
 inline void escape(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
 double elapsed_ns(uint64_t t0, uint64_t t1) { return ticks_to_ns(t1 - t0); }
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// A buffer of `bytes` rounded up to whole 2 MiB pages, advised to huge pages (advice only: without THP the pages stay
+// 4 KiB) and not yet touched, so that the caller's first touch, on its pinned thread, places it on that thread's node.
+// Huge pages as in the kernel's direct map: an access meets its cache miss, not also a TLB miss. Throws bad_alloc.
+class HugePageBuffer {
+ public:
+  explicit HugePageBuffer(size_t bytes)
+      : size_((bytes + kHugePage - 1) / kHugePage * kHugePage),
+        data_(static_cast<char*>(std::aligned_alloc(kHugePage, size_))) {
+    if (!data_) throw std::bad_alloc();
+    madvise(data_, size_, MADV_HUGEPAGE);
+  }
+  ~HugePageBuffer() { std::free(data_); }
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  size_t size_;
+  char* data_;
+};
+
+// One cache line of a pointer chase.
+struct alignas(64) ChaseLine {
+  ChaseLine* next;
+};
+
+// Links lines[0..n) (n >= 1, below 2^32) into one cycle in a random order drawn from `rng` (Fisher-Yates), so that a
+// chase around it gives the prefetchers nothing to follow: lines[order[i]].next = &lines[order[i + 1]], the last back
+// to the first. Returns the order (position along the cycle -> line index).
+std::vector<uint32_t> link_random_cycle(ChaseLine* lines, size_t n, Rng& rng) {
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  for (size_t i = 0; i < n; ++i) lines[order[i]].next = &lines[order[i + 1 < n ? i + 1 : 0]];
+  return order;
+}
 
 }  // namespace
 
@@ -281,28 +322,107 @@ double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, 
   return *std::max_element(gbs.begin(), gbs.end());
 }
 
+// ---- misses in flight ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// The numbers of interleaved chases tried, in the order they run (1 first: its time per step is the latency).
+constexpr size_t kChases[] = {1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 32};
+constexpr size_t kMaxChases = kChases[std::size(kChases) - 1];
+
+// One step of one chase: a load that depends on the previous one. The empty asm hides the pointer from the optimiser,
+// so that every load is done (none is dropped as unused) and the K loads of a step stay K scalar loads (no gather).
+inline ChaseLine* chase_step(ChaseLine* p) {
+  p = p->next;
+  asm volatile("" : "+r"(p));
+  return p;
+}
+
+// ns per step of K chases advanced together for `steps` steps from chases[0..K), which are left where they stopped.
+// The K pointers are K separate variables, so each chase is its own chain of dependent loads and only the core's miss
+// buffers limit how many of its misses overlap. They stay in registers as far as x86-64's 16 go (K <= 14); beyond,
+// the rest spill to the stack, an L1 hit each per step, small beside a miss.
+template <size_t K>
+double chase_ns_per_step(std::array<ChaseLine*, kMaxChases>& chases, size_t steps) {
+  return [&]<size_t... J>(std::index_sequence<J...>) {
+    ChaseLine* p[K] = {chases[J]...};
+    const uint64_t t0 = clock_ticks();
+    for (size_t s = 0; s < steps; ++s) ((p[J] = chase_step(p[J])), ...);
+    const uint64_t t1 = clock_ticks();
+    ((chases[J] = p[J]), ...);
+    return elapsed_ns(t0, t1) / double(steps);
+  }
+  (std::make_index_sequence<K>{});
+}
+
+}  // namespace
+
+MissesInFlight misses_in_flight(int pu, size_t bytes, int trials, size_t misses) {
+  constexpr size_t kLine = sizeof(ChaseLine);
+  constexpr size_t kMaxLines = size_t(1) << 32;
+  if (bytes < kMaxChases * kLine * 2 || bytes / kLine > kMaxLines)
+    throw std::invalid_argument("bytes: " + std::to_string(bytes) +
+                                " bytes (allowed: " + std::to_string(kMaxChases * kLine * 2) + " to " +
+                                std::to_string(kMaxLines * kLine) + " bytes)");
+  if (trials < 1 || misses < 1)
+    throw std::invalid_argument("trials: " + std::to_string(trials) + " trials of " + std::to_string(misses) +
+                                " misses per chase count (allowed: at least 1 of each)");
+  const size_t n = bytes / kLine;
+  struct Trial {
+    double lines, latency_ns;
+    int best_k;
+  };
+  std::vector<Trial> results;
+  on_pinned_threads({pu}, [&](size_t) {
+    // First touch after pinning, in address order: the lines come from the thread's own node, on huge pages where
+    // the host gives them.
+    HugePageBuffer buffer(n * kLine);
+    std::memset(buffer.data(), 0, n * kLine);
+    auto* lines = reinterpret_cast<ChaseLine*>(buffer.data());
+    Rng rng(0x6d6c70ull);  // fixed: the same cycle on every run
+    const std::vector<uint32_t> order = link_random_cycle(lines, n, rng);
+    // Every run goes on along the cycle where the previous one stopped (`at`: the first chase's position), so that
+    // its lines were last touched long ago (at linking, or a pass of the cycle earlier) and miss.
+    size_t at = 0;
+    for (int t = 0; t <= trials; ++t) {  // trial 0 warms up (code, TLB, the clock's ramp)
+      Trial trial{0, 0, 1};
+      const auto run = [&]<size_t K>() {
+        std::array<ChaseLine*, kMaxChases> chases{};
+        for (size_t j = 0; j < K; ++j) chases[j] = &lines[order[(at + j * (n / K)) % n]];
+        const size_t steps = std::max<size_t>(1, misses / K);
+        const double ns = chase_ns_per_step<K>(chases, steps);
+        at = (at + steps) % n;
+        if (K == 1) trial.latency_ns = ns;
+        const double in_flight = double(K) * trial.latency_ns / ns;  // Little's law
+        if (in_flight > trial.lines) trial = {in_flight, trial.latency_ns, int(K)};
+      };
+      [&]<size_t... I>(std::index_sequence<I...>) { (run.template operator()<kChases[I]>(), ...); }
+      (std::make_index_sequence<std::size(kChases)>{});
+      if (t > 0) results.push_back(trial);
+    }
+  });
+  // The median trial by misses in flight (the upper one of an even count), with the median latency.
+  std::vector<double> latency;
+  for (const auto& r : results) latency.push_back(r.latency_ns);
+  std::nth_element(results.begin(), results.begin() + ptrdiff_t(results.size() / 2), results.end(),
+                   [](const Trial& a, const Trial& b) { return a.lines < b.lines; });
+  const Trial& mid = results[results.size() / 2];
+  return {mid.lines, median(latency), mid.best_k};
+}
+
 // ---- 4 KiB page copies and clears ---------------------------------------------------------------------------------
 
 double page_op_ns(PageOp op, int pu, size_t bytes, int trials) {
-  constexpr size_t kHugePage = size_t(2) << 20;
   if (bytes < 2 * mm::PAGE_SIZE || trials < 1)
     throw std::invalid_argument("bytes: " + std::to_string(bytes) + " bytes, " + std::to_string(trials) +
                                 " trials (allowed: at least 8192 bytes and one trial)");
   const size_t pages = bytes / mm::PAGE_SIZE;
   std::vector<double> ns;
   on_pinned_threads({pu}, [&](size_t) {
-    // First touch after pinning: the pages come from the thread's own node, on huge pages where the host gives
-    // them, as the kernel's direct map (so the op meets its cache misses, not a TLB miss per page).
-    const size_t buffer = (pages * mm::PAGE_SIZE + kHugePage - 1) / kHugePage * kHugePage;
-    char* src = static_cast<char*>(std::aligned_alloc(kHugePage, buffer));
-    char* dst = static_cast<char*>(std::aligned_alloc(kHugePage, buffer));
-    if (!src || !dst) {
-      std::free(src);
-      std::free(dst);
-      throw std::bad_alloc();
-    }
-    madvise(src, buffer, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
-    madvise(dst, buffer, MADV_HUGEPAGE);
+    // First touch after pinning: the pages come from the thread's own node, on huge pages where the host gives them.
+    HugePageBuffer src_buffer(pages * mm::PAGE_SIZE), dst_buffer(pages * mm::PAGE_SIZE);
+    char* src = src_buffer.data();
+    char* dst = dst_buffer.data();
     std::memset(src, 1, pages * mm::PAGE_SIZE);
     std::memset(dst, 0, pages * mm::PAGE_SIZE);
     // Two independent random orders: no page follows its neighbour, so no prefetcher runs ahead into the next one.
@@ -327,8 +447,6 @@ double page_op_ns(PageOp op, int pu, size_t bytes, int trials) {
       const uint64_t t1 = clock_ticks();
       if (t > 0) ns.push_back(elapsed_ns(t0, t1) / double(pages));
     }
-    std::free(src);
-    std::free(dst);
   });
   return median(ns);
 }
@@ -393,10 +511,6 @@ double per_unit_ns(int trials, size_t ops, Step step) {
   return median(ns);
 }
 
-struct alignas(64) ChaseLine {
-  ChaseLine* next;
-};
-
 struct alignas(64) ListNode {
   vmalloc::ListHead list;
 };
@@ -428,11 +542,7 @@ double bench_atomic_rmw(OpBench& b) {
 // line_access: a dependent load from a cached line: a pointer chase around a random cycle of 256 lines (16 KiB).
 double bench_line_access(OpBench& b) {
   std::vector<ChaseLine> lines(256);
-  std::vector<size_t> order(lines.size());
-  std::iota(order.begin(), order.end(), 0);
-  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.rng.below(i + 1)]);
-  for (size_t i = 0; i < order.size(); ++i) lines[order[i]].next = &lines[order[(i + 1) % order.size()]];
-  ChaseLine* p = &lines[order[0]];
+  ChaseLine* p = &lines[link_random_cycle(lines.data(), lines.size(), b.rng)[0]];
   return per_unit_ns(b.trials, b.ops, [&] {
     p = p->next;
     escape(p);

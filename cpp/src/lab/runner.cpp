@@ -516,7 +516,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       p.emplace_back("costs", std::string(kCostsNames(costs->costs())));
       p.emplace_back("simulator_version", int64_t(vt::kSimulatorVersion));
       p.emplace_back("virtual_leaves_out",
-                     std::string("out-of-order overlap of misses, prefetchers, SMT sharing of a core, interrupts, OS "
+                     std::string("out-of-order overlap of misses the model code does not declare independent "
+                                 "(only touch_each overlaps), prefetchers, SMT sharing of a core, interrupts, OS "
                                  "scheduling (one virtual CPU = one pinned worker), DRAM misses of untracked data, "
                                  "interconnect bandwidth between nodes"));
     }

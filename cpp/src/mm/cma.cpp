@@ -18,14 +18,16 @@ namespace {
 
 [[noreturn]] void bad_arg(const std::string& msg) { throw std::invalid_argument(msg); }
 
-// The cost of words [first, last) of a bitmap read or written: a bitmap_word each, on the lines that hold them.
+// The cost of words [first, last) of a bitmap read or written: a bitmap_word each, on the lines that hold them
+// (a scan of an array: their misses overlap).
 void bitmap_words(std::span<const uint64_t> m, uint64_t first, uint64_t last, bool write) {
   CostModel* cm = vcost::active();
   if (!cm || first >= last) [[likely]]
     return;
   cm->charge(Op::bitmap_word, last - first);
   constexpr uint64_t kWordsPerLine = 64 / sizeof(uint64_t);
-  for (uint64_t w = first; w < last; w = (w / kWordsPerLine + 1) * kWordsPerLine) cm->touch(&m[w], write);
+  // m is line-aligned (line_vector), so word w sits on line w / kWordsPerLine.
+  cm->touch_each(&m[first], (last - 1) / kWordsPerLine - first / kWordsPerLine + 1, 64, write);
 }
 
 uint64_t find_next_bit(std::span<const uint64_t> m, uint64_t size, uint64_t start, bool value) {

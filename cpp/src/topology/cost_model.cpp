@@ -41,6 +41,8 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
   for (size_t a = 0; a < n; ++a)
     for (size_t b = 0; b < n; ++b) transfer_ps_[a * n + b] = ps(profile_->transfer_ns(pu_of_cpu_[a], pu_of_cpu_[b]));
   wakeup_ps_ = ps(profile_->value("wakeup_ns.futex"));
+  if (const auto it = profile_->values().find("misses_in_flight.core"); it != profile_->values().end())
+    misses_in_flight_ = std::max<size_t>(1, size_t(it->second));
   core_gbs_ = profile_->value("bandwidth_gbs.core");
   node_gbs_ = profile_->value("bandwidth_gbs.node");
   for (const auto& [op, name] : kPageOpNames.names)
@@ -105,38 +107,46 @@ void CostModel::forget(const void* p, uint64_t bytes) {
     if (uint64_t& mark = host_mark_[size_t(self())]) mark += host_ticks() - t0;
 }
 
-void CostModel::touch(const void* p, bool write) {
-  const SyncPoint sp(*this);
-  const int c = self();
-  LineState& l = line(p);
-  const auto holds = [&](int cpu) {
-    if (l.owner == cpu) return true;
-    for (int i = 0; i < l.nreaders; ++i)
-      if (l.readers[size_t(i)] == cpu) return true;
-    return false;
-  };
-  vt::vtime cost = op_ps_[size_t(Op::line_access)];
+vt::vtime CostModel::access(LineState& l, int c, bool write) {
   if (write) {
-    // RFO: fetch the line from its owner and invalidate every copy; the invalidations go out in parallel, so the
-    // farthest copy sets the time.
     vt::vtime far = 0;
     if (l.owner >= 0 && l.owner != c) far = transfer(l.owner, c);
     for (int i = 0; i < l.nreaders; ++i)
       if (l.readers[size_t(i)] != c) far = std::max(far, transfer(l.readers[size_t(i)], c));
     if (l.many_readers && l.owner >= 0) far = std::max(far, transfer(l.owner, c));
-    cost += far;
     l.owner = int16_t(c);
     l.nreaders = 0;
     l.many_readers = false;
-  } else if (!holds(c)) {
-    // A read miss: served by the nearest copy (the owner's, or a reader's).
-    vt::vtime near = l.owner >= 0 ? transfer(l.owner, c) : 0;
-    for (int i = 0; i < l.nreaders; ++i) near = std::min(near, transfer(l.readers[size_t(i)], c));
-    cost += near;
-    if (l.nreaders < l.readers.size())
-      l.readers[l.nreaders++] = int16_t(c);
-    else
-      l.many_readers = true;
+    return far;
+  }
+  if (l.owner == c) return 0;
+  for (int i = 0; i < l.nreaders; ++i)
+    if (l.readers[size_t(i)] == c) return 0;
+  vt::vtime near = l.owner >= 0 ? transfer(l.owner, c) : 0;
+  for (int i = 0; i < l.nreaders; ++i) near = std::min(near, transfer(l.readers[size_t(i)], c));
+  if (l.nreaders < l.readers.size())
+    l.readers[l.nreaders++] = int16_t(c);
+  else
+    l.many_readers = true;
+  return near;
+}
+
+void CostModel::touch(const void* p, bool write) {
+  const SyncPoint sp(*this);
+  const vt::vtime wait = access(line(p), self(), write);
+  vt::Simulator::current()->advance(op_ps_[size_t(Op::line_access)] + wait);
+}
+
+void CostModel::touch_each(const void* first, size_t n, size_t stride, bool write) {
+  const SyncPoint sp(*this);
+  const int c = self();
+  const char* const base = static_cast<const char*>(first);
+  vt::vtime cost = vt::vtime(n) * op_ps_[size_t(Op::line_access)];
+  for (size_t g = 0; g < n; g += misses_in_flight_) {
+    vt::vtime slowest = 0;
+    for (size_t i = g; i < std::min(n, g + misses_in_flight_); ++i)
+      slowest = std::max(slowest, access(line(base + i * stride), c, write));
+    cost += slowest;
   }
   vt::Simulator::current()->advance(cost);
 }

@@ -48,6 +48,7 @@ constexpr FieldSpec kFields[] = {
     {"wakeup_ns", "futex", "ns", true},
     {"bandwidth_gbs", "node", "GB/s", true},
     {"bandwidth_gbs", "core", "GB/s", true},
+    {"misses_in_flight", "core", "lines", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},
     {"page_ns", "copy", "ns", false},
@@ -57,7 +58,7 @@ constexpr FieldSpec kFields[] = {
 #undef ALLOCLAB_OP_FIELD
 };
 // clang-format on
-constexpr const char* kSections[] = {"clock",   "transfer_ns", "wakeup_ns", "bandwidth_gbs",
+constexpr const char* kSections[] = {"clock",   "transfer_ns", "wakeup_ns", "bandwidth_gbs", "misses_in_flight",
                                      "dram_ns", "page_ns",     "op_cycles"};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 

@@ -8,6 +8,9 @@
 //                   from just before FUTEX_WAKE to the wakee running again, median of the samples;
 //   bandwidth       STREAM-style copy (memcpy) on pinned threads over buffers much larger than the LLC, counting
 //                   bytes read plus bytes written (as likwid-bench/kerncraft "copy" does), best of the trials;
+//   MLP             misses one core keeps in flight: K = 1..32 independent random pointer chases interleaved in
+//                   one loop over a buffer much larger than the LLC (as lmbench's par_mem), K x t(1) / t(K) by Little's
+//                   law, the best K;
 //   page work       one thread copies (memcpy) or clears (memset) 4 KiB pages taken in random order from buffers
 //                   much larger than the LLC, as migration copies and fault-time clears meet cold pages: the time of
 //                   one page op, latency- rather than bandwidth-bound (no prefetcher runs into the next page);
@@ -58,6 +61,21 @@ double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us);
 // Copy bandwidth (GB/s, 1e9 B/s, read + written bytes) of one thread per PU of `pus`. Each thread copies its own
 // `bytes_per_thread` buffer into another, from node-local memory (first touch after pinning). Best of `trials`.
 double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials);
+
+// The memory-level parallelism of one core, as misses_in_flight measures it.
+struct MissesInFlight {
+  double lines = 0;       // misses in flight: K x latency_ns / ns per step, best over K, median over the trials
+  double latency_ns = 0;  // ns per step of a single chase (one miss after another), median over the trials
+  int best_k = 0;         // the number of chases that gave `lines` in the median trial
+};
+
+// L1D misses that one core keeps in flight (line fill buffers, miss address buffers), on host PU `pu`: K independent
+// pointer chases (K = 1, 2, 4, ..., 32), advanced together one load each per step, around one random cycle of one
+// pointer per 64-byte line of a `bytes` buffer first touched on that PU, the chases n/K lines apart along the cycle.
+// Each K runs `misses` / K steps per trial (so `misses` misses); a trial's figure is the largest K x t(1) / t(K)
+// (Little's law), t(K) = ns per step with K chases. Median over `trials`. Throws std::invalid_argument naming "bytes"
+// for a buffer under 4096 bytes (or over 2^32 lines), "trials" for no trial or no miss, "pu" for a bad index.
+MissesInFlight misses_in_flight(int pu, size_t bytes, int trials, size_t misses);
 
 // ns per 4 KiB page op `op` (copy: memcpy, clear: memset to zero) on host PU `pu`, over buffers of `bytes` (source and
 // destination each) first touched on that PU, the pages taken in a fixed random order: the median over `trials` passes

@@ -15,14 +15,17 @@
 // Lines are keyed by address, so the memory model code tracks must sit on lines the same way in every run: node
 // memory, alignas(64) objects and line_vectors (base/line_aligned.hpp); a fresh object from the host's heap is
 // forget()-ten first. Virtual times then never depend on the host's heap.
-// Leaves out: out-of-order overlap of misses, prefetchers, SMT sharing of a core, DRAM misses of untracked data,
-// interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds pays line_access).
+// Misses overlap only where model code says its accesses are independent (touch_each); separate touches are serial.
+// Leaves out: out-of-order overlap of misses between separate touches, prefetchers, SMT sharing of a core, DRAM misses
+// of untracked data, interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds
+// pays line_access).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -90,6 +93,12 @@ class CostModel {
   }
   // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
   void touch(const void* line, bool write);
+  // Accesses to `n` tracked lines at `first`, `first + stride`, ... whose addresses do not depend on each other's
+  // data (an array's elements, not a list or tree walk): one sync point. Each access pays line_access, and the
+  // misses overlap as an out-of-order core overlaps them: the lines go out in groups of the profile's
+  // misses_in_flight.core (the core's L1D miss buffers; 1 when the profile has none: no overlap), in order, and
+  // each group costs its slowest line. With n == 1 it charges what touch() does.
+  void touch_each(const void* first, size_t n, size_t stride, bool write);
   // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
   // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
   // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
@@ -130,6 +139,10 @@ class CostModel {
     std::array<int16_t, 3> readers{};
   };
   LineState& line(const void* p);
+  // The transfer an access by CPU `c` to line `l` waits for (0 when its cache has the line as needed), and the
+  // coherence state after it: a write takes the line from its owner and invalidates every copy (the invalidations
+  // go out in parallel, so the farthest copy sets the time); a read is served by the nearest copy.
+  vt::vtime access(LineState& l, int c, bool write);
   // The calling virtual CPU; std::logic_error outside the run's CPUs.
   int self() const {
     const int c = vt::current_cpu();
@@ -158,6 +171,7 @@ class CostModel {
   std::array<vt::vtime, kNrOps> op_ps_{};
   std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
   vt::vtime wakeup_ps_ = 0;
+  size_t misses_in_flight_ = 1;  // misses_in_flight.core rounded down (at least 1); 1 without it
   double core_gbs_ = 0, node_gbs_ = 0;
   std::array<vt::vtime, 2> page_ps_{};             // per PageOp; 0 when the profile has no page_ns
   double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
@@ -203,6 +217,12 @@ inline void charge(Op o, uint64_t n = 1) {
 inline void touch(const void* line, bool write) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->touch(line, write);
+}
+// Accesses to every element of `objs`, each on its own lines and independent of the others (CostModel::touch_each).
+template <class T>
+inline void touch_each(std::span<T> objs, bool write) {
+  if (current_costs()) [[unlikely]]
+    if (CostModel* m = active()) m->touch_each(objs.data(), objs.size(), sizeof(T), write);
 }
 inline void bulk(uint64_t bytes, int node) {
   if (current_costs()) [[unlikely]]

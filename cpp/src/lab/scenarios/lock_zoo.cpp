@@ -5,7 +5,8 @@
 // lock's protected data (one increment per line: the data a lock really protects moves with the lock, so a
 // hand-off to another node also moves the data) and then holds the lock `hold_ns` more (a calibrated busy-wait);
 // it thinks `think_ns` between acquisitions. In virtual time each of those lines is a tracked line (the profile's
-// transfer from its last writer), so `lines` is the knob of how much a hand-off's distance costs. Per worker:
+// transfer from its last writer; the lines' misses overlap, up to the core's misses in flight), so `lines` is the
+// knob of how much a hand-off's distance costs. Per worker:
 // acquisitions, elapsed time, acquire-latency percentiles (from the call to lock() to owning it, over every
 // acquisition up to kLatencySamples per worker and evenly spaced ones beyond: the two clock reads of a sample cost
 // about as much as an uncontended acquisition on real threads, so timing every one would double what is measured).
@@ -77,10 +78,9 @@ class LockZoo final : public Scenario {
       const uint64_t t0 = sampled ? clock_ticks() : 0;
       l.lock(t);
       const uint64_t t1 = sampled ? clock_ticks() : 0;
-      for (ProtectedLine& line : protected_lines(k)) {
-        vcost::touch(&line, true);
-        ++line.counter;
-      }
+      const std::span<ProtectedLine> data = protected_lines(k);
+      vcost::touch_each(data, true);  // the increments' loads do not depend on each other: their misses overlap
+      for (ProtectedLine& line : data) ++line.counter;
       ctx.spin_ticks(hold_ticks_);
       l.unlock(t);
       if (sampled) ctx.record_latency_ns(uint64_t(ticks_to_ns(t1 - t0)));
