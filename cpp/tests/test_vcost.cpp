@@ -181,9 +181,9 @@ TEST(VirtualCosts, ALineWrittenByOneCpuCostsAnotherExactlyTheTransfer) {
   set_page_count(page, 0);
 }
 
-// CPU 0 writes five lines; then CPU 1 writes them all at once (touch_each): each access pays line_access, and the
-// transfers overlap in groups of the profile's misses_in_flight.core, each group paying one transfer. A profile
-// without the field overlaps nothing: five transfers, as five touch() calls pay.
+// CPU 0 writes five lines; then CPU 1 writes them all at once (touch_each): the accesses overlap in groups of the
+// profile's misses_in_flight.core, each group paying one access and one transfer. A profile without the field
+// overlaps nothing: five accesses and five transfers, as five touch() calls pay.
 TEST(VirtualCosts, IndependentLinesOverlapTheirTransfersUpToTheMissesInFlight) {
   struct alignas(64) Line {
     uint64_t x = 0;
@@ -206,7 +206,7 @@ TEST(VirtualCosts, IndependentLinesOverlapTheirTransfersUpToTheMissesInFlight) {
   };
   const vt::vtime transfer = 20 * kNs;  // same_llc in the test profile
   const auto [grouped, access] = cost_on_cpu1(2.0, 5);
-  EXPECT_EQ(grouped, 5 * access + 3 * transfer);   // groups of 2, 2 and 1
+  EXPECT_EQ(grouped, 3 * (access + transfer));     // groups of 2, 2 and 1
   EXPECT_EQ(cost_on_cpu1(2.9, 5).first, grouped);  // a fractional count rounds down
   EXPECT_EQ(cost_on_cpu1(std::nullopt, 5).first, 5 * access + 5 * transfer);
   EXPECT_EQ(cost_on_cpu1(12.0, 1).first, access + transfer);  // one line: what touch() charges

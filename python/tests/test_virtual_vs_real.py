@@ -36,3 +36,10 @@ def test_too_few_clean_runs_make_the_row_not_significant():
     row = vvr._row("s", 1, {}, runs([1.0] * 5, overlap_poor=[True, True, False, False, False]), virtual_s=1.0)
     assert row["verdict"] == "n.s."
     assert row["why"] == "3 clean real runs of 5, need 5"
+
+
+def test_a_variant_row_names_its_settings():
+    row = vvr._row("lock_zoo", 2, {"lines": 4}, runs([1.0] * 5, oversubscribed=False), 1.0, vvr._label({"lines": 4}))
+    assert row["variant"] == "lines=4"
+    assert vvr._case(pd.Series(row)) == "lock_zoo[lines=4]"
+    assert vvr._case(pd.Series(vvr._row("pcp_refill", 1, {}, runs([1.0] * 5), 1.0))) == "pcp_refill"

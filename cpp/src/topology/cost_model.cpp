@@ -141,12 +141,12 @@ void CostModel::touch_each(const void* first, size_t n, size_t stride, bool writ
   const SyncPoint sp(*this);
   const int c = self();
   const char* const base = static_cast<const char*>(first);
-  vt::vtime cost = vt::vtime(n) * op_ps_[size_t(Op::line_access)];
+  vt::vtime cost = 0;
   for (size_t g = 0; g < n; g += misses_in_flight_) {
     vt::vtime slowest = 0;
     for (size_t i = g; i < std::min(n, g + misses_in_flight_); ++i)
       slowest = std::max(slowest, access(line(base + i * stride), c, write));
-    cost += slowest;
+    cost += op_ps_[size_t(Op::line_access)] + slowest;
   }
   vt::Simulator::current()->advance(cost);
 }

@@ -94,10 +94,12 @@ class CostModel {
   // An access to one tracked cache line (a sync point): pays for the line where the coherence state says it is.
   void touch(const void* line, bool write);
   // Accesses to `n` tracked lines at `first`, `first + stride`, ... whose addresses do not depend on each other's
-  // data (an array's elements, not a list or tree walk): one sync point. Each access pays line_access, and the
-  // misses overlap as an out-of-order core overlaps them: the lines go out in groups of the profile's
-  // misses_in_flight.core (the core's L1D miss buffers; 1 when the profile has none: no overlap), in order, and
-  // each group costs its slowest line. With n == 1 it charges what touch() does.
+  // data (an array's elements, not a list or tree walk): one sync point. They overlap as an out-of-order core
+  // overlaps them: the lines go out in groups of the profile's misses_in_flight.core (the core's L1D miss buffers;
+  // 1 when the profile has none: no overlap), in order, and each group costs its slowest access, line_access plus
+  // its line's transfer. The issue slots of the others are not charged (the model charges latencies, not
+  // instruction throughput: real lock_zoo adds 0.25 ns per extra cached line). With n == 1 it charges what touch()
+  // does.
   void touch_each(const void* first, size_t n, size_t stride, bool write);
   // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
   // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
