@@ -31,9 +31,9 @@ NAME = "virtual_vs_real"
 TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
-#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``); full: at 23:03 UTC, load
-#: average 1.7 -> 1.2, with the 9-run calibration.
-ESTIMATED_S = {"quick": 16.8, "full": 146}
+#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``), with the lock_zoo variant, on
+#: 2026-12-03: quick 17:49 UTC, full 18:04 UTC (with the 9-run calibration).
+ESTIMATED_S = {"quick": 35.8, "full": 377}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
@@ -121,9 +121,9 @@ def _sized_params(
     return {k: v for k, v in pilot.params.items() if k != workers_param}
 
 
-def _label(variant: Mapping[str, Any]) -> str:
-    """A variant's settings as ``k=v, ...`` ("" for the scenario's defaults)."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(variant.items()))
+def _label(settings: Mapping[str, Any]) -> str:
+    """Settings as ``k=v, ...`` in name order ("" for none): a row's parameters, or its variant."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 
 
 def _case(row: Any) -> str:
@@ -172,7 +172,7 @@ def _row(
         "within": within,
         "verdict": "n.s." if why else ("within" if within else "miss"),
         "why": "; ".join(why),
-        "params": ", ".join(f"{k}={v}" for k, v in sorted(params.items())),
+        "params": _label(params),
     }
 
 
