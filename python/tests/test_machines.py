@@ -22,6 +22,7 @@ SHIPPED = {
     "xeon-8380-2s": (160, 80, 2, ["same_core", "same_llc", "remote"]),
     "xeon-8480-2s": (224, 112, 2, ["same_core", "same_llc", "remote"]),
     "nehalem-ex-4s-64t": (64, 32, 4, ["same_core", "same_llc", "remote"]),
+    "assumed-xeon8490h-4s-snc2": (480, 240, 8, ["same_core", "same_llc", "remote", "remote_2hop"]),
 }
 SEEDS = [
     "pcp-refill-check-outside-lock",

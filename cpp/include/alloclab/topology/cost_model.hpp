@@ -226,10 +226,6 @@ inline void touch_each(std::span<T> objs, bool write) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->touch_each(objs.data(), objs.size(), sizeof(T), write);
 }
-inline void bulk(uint64_t bytes, int node) {
-  if (current_costs()) [[unlikely]]
-    if (CostModel* m = active()) m->bulk(bytes, node);
-}
 // copy_page or clear_page on `n` 4 KiB pages of node `node` (CostModel::pages).
 inline void pages(PageOp op, uint64_t n, int node) {
   if (current_costs()) [[unlikely]]
