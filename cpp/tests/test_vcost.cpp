@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -117,6 +118,51 @@ TEST(VirtualCosts, AFreeTreeSearchCostsOneStepPerNodeItVisited) {
   ASSERT_GT(c.st.search_steps, 3u);  // the model's own count of the nodes it visited
   EXPECT_EQ(t, c.st.search_steps * (v.op(Op::tree_step) + v.op(Op::line_access)));
 }  // the areas go with c's slab (KmemCache)
+
+// augment_tree_propagate_from() writes subtree_max_size up the path: each parent pointer is on a line the level below
+// holds, so the stores overlap as touch_each's accesses do (groups of misses_in_flight.core), each level a tree_step.
+// CPU 0 builds the tree; CPU 1 grows a leaf so that every level up to the root changes.
+TEST(VirtualCosts, AFreeTreePropagationOverlapsItsStoresUpThePath) {
+  using namespace alloclab::vmalloc;
+  constexpr unsigned long kPage = vmalloc::PAGE_SIZE;
+  const auto propagate_on_cpu1 = [](std::optional<double> in_flight) {
+    ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+    if (in_flight) test::profile_number(f, "misses_in_flight.core", *in_flight);
+    VirtualRun v(std::make_shared<MachineProfile>(f), 2);
+    VmapCpu c;
+    VaTree free;
+    std::vector<VmapArea*> areas;
+    size_t levels = 0;
+    vt::vtime spent = 0;
+    v.run(2, [&](int cpu) {
+      vt::Simulator& sim = *vt::Simulator::current();
+      if (cpu == 0) {
+        for (unsigned long i = 0; i < 200; ++i) {
+          VmapArea* va = kmem_cache_alloc_va(c);
+          va->va_start = VMALLOC_START + 2 * i * kPage;
+          va->va_end = va->va_start + kPage;
+          ASSERT_TRUE(insert_vmap_area_augment(c, va, nullptr, free));
+          areas.push_back(va);
+        }
+        return;
+      }
+      ASSERT_TRUE(sim.block_until(1000000 * kNs));  // long after CPU 0's inserts
+      VmapArea* leaf = areas.front();               // the lowest address: a leaf, 7-8 levels down
+      for (const RbNode* n = &leaf->rb_node; n; n = rb::rb_parent(n)) ++levels;
+      leaf->va_end += 1000 * kPage;  // larger than any subtree: every ancestor's subtree_max_size changes
+      const vt::vtime t0 = sim.now();
+      augment_tree_propagate_from(leaf);
+      spent = sim.now() - t0;
+    });
+    return std::tuple{spent, levels, v.op(Op::tree_step), v.op(Op::line_access)};
+  };
+  const vt::vtime transfer = 20 * kNs;  // same_llc in the test profile
+  const auto [grouped, levels, step, access] = propagate_on_cpu1(4.0);
+  ASSERT_GE(levels, 6u);
+  const vt::vtime groups = vt::vtime((levels + 3) / 4);
+  EXPECT_EQ(grouped, vt::vtime(levels) * step + groups * (access + transfer));
+  EXPECT_EQ(std::get<0>(propagate_on_cpu1(std::nullopt)), vt::vtime(levels) * (step + access + transfer));
+}
 
 TEST(VirtualCosts, ABitmapSearchCostsOneOpPerWordAndALineAccessPerLine) {
   VirtualRun v(one_socket(1), 1);

@@ -517,7 +517,8 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       p.emplace_back("simulator_version", int64_t(vt::kSimulatorVersion));
       p.emplace_back("virtual_leaves_out",
                      std::string("out-of-order overlap of misses the model code does not declare independent "
-                                 "(only touch_each overlaps), prefetchers, SMT sharing of a core, interrupts, OS "
+                                 "(only touch_each overlaps: lock_zoo's protected lines, a CMA bitmap scan, a "
+                                 "free-tree propagation), prefetchers, SMT sharing of a core, interrupts, OS "
                                  "scheduling (one virtual CPU = one pinned worker), DRAM misses of untracked data, "
                                  "interconnect bandwidth between nodes"));
     }

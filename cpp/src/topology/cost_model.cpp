@@ -137,18 +137,29 @@ void CostModel::touch(const void* p, bool write) {
   vt::Simulator::current()->advance(op_ps_[size_t(Op::line_access)] + wait);
 }
 
-void CostModel::touch_each(const void* first, size_t n, size_t stride, bool write) {
+template <class LineOf>
+void CostModel::touch_group(size_t n, LineOf line_of, bool write) {
   const SyncPoint sp(*this);
   const int c = self();
-  const char* const base = static_cast<const char*>(first);
   vt::vtime cost = 0;
   for (size_t g = 0; g < n; g += misses_in_flight_) {
     vt::vtime slowest = 0;
     for (size_t i = g; i < std::min(n, g + misses_in_flight_); ++i)
-      slowest = std::max(slowest, access(line(base + i * stride), c, write));
+      slowest = std::max(slowest, access(line(line_of(i)), c, write));
     cost += op_ps_[size_t(Op::line_access)] + slowest;
   }
   vt::Simulator::current()->advance(cost);
+}
+
+void CostModel::touch_each(const void* first, size_t n, size_t stride, bool write) {
+  const char* const base = static_cast<const char*>(first);
+  touch_group(
+      n, [base, stride](size_t i) { return base + i * stride; }, write);
+}
+
+void CostModel::touch_each(std::span<const void* const> lines, bool write) {
+  touch_group(
+      lines.size(), [lines](size_t i) { return lines[i]; }, write);
 }
 
 void CostModel::pages(PageOp op, uint64_t n, int node) {

@@ -101,6 +101,9 @@ class CostModel {
   // instruction throughput: real lock_zoo adds 0.25 ns per extra cached line). With n == 1 it charges what touch()
   // does.
   void touch_each(const void* first, size_t n, size_t stride, bool write);
+  // The same for lines anywhere (`lines`, in program order): accesses whose addresses the core has without waiting
+  // for each other's data (the nodes of a tree path it already walked, written back up).
+  void touch_each(std::span<const void* const> lines, bool write);
   // Memory the host's heap just gave model code (a fresh slab object): the lines overlapping [p, p + bytes) start
   // untracked, whatever an object freed at the same address left (the heap's reuse of addresses differs from run to
   // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
@@ -145,6 +148,9 @@ class CostModel {
   // coherence state after it: a write takes the line from its owner and invalidates every copy (the invalidations
   // go out in parallel, so the farthest copy sets the time); a read is served by the nearest copy.
   vt::vtime access(LineState& l, int c, bool write);
+  // touch_each() of the n lines line_of(0), ..., line_of(n - 1).
+  template <class LineOf>
+  void touch_group(size_t n, LineOf line_of, bool write);
   // The calling virtual CPU; std::logic_error outside the run's CPUs.
   int self() const {
     const int c = vt::current_cpu();

@@ -12,7 +12,9 @@
 // touched under its lock), rb_replace_node, postorder iteration.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "alloclab/topology/cost_model.hpp"
 
@@ -71,6 +73,17 @@ inline void step(const RbNode* n, bool write) {
     m->touch(n, write);
   }
 }
+// Levels the core reaches without waiting for each other (a path it walked down, propagated back up: each parent
+// pointer is on a line the level below already holds): a tree_step each, their lines one group of independent
+// accesses (CostModel::touch_each).
+inline void steps(std::span<const void* const> nodes, bool write) {
+  if (CostModel* m = vcost::active()) [[unlikely]] {
+    m->charge(Op::tree_step, nodes.size());
+    m->touch_each(nodes, write);
+  }
+}
+// The deepest path: a red-black tree of 2^64 nodes is at most 128 levels high.
+inline constexpr size_t kMaxDepth = 128;
 
 struct NoAugment {
   static void propagate(RbNode*, RbNode*) {}

@@ -10,6 +10,9 @@
 // Leaves out: KASAN tag resets, the DEBUG_AUGMENT_PROPAGATE_CHECK walk (verify() in vmalloc.hpp does it).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <span>
 #include <vector>
 
 #include "alloclab/mm/vmalloc/percpu.hpp"
@@ -44,13 +47,18 @@ struct FreeVaAugment {
     va->subtree_max_size = max;
     return false;
   }
+  // The levels up to the first whose value holds. Their stores go out together: the exit test is predicted not
+  // taken and each parent pointer sits on a line the level below holds, so the core runs ahead up the path.
   static void propagate(RbNode* rb, RbNode* stop) {
+    std::array<const void*, rb::kMaxDepth> path;
+    size_t depth = 0;
     while (rb != stop) {
-      rb::step(rb, true);
+      path.at(depth++) = rb;
       VmapArea* va = va_of_rb(rb);
       if (compute_max(va, true)) break;
       rb = rb::rb_parent(&va->rb_node);
     }
+    rb::steps(std::span(path.data(), depth), true);
   }
   static void copy(RbNode* o, RbNode* n) { va_of_rb(n)->subtree_max_size = va_of_rb(o)->subtree_max_size; }
   static void rotate(RbNode* o, RbNode* n) {
