@@ -1,8 +1,6 @@
 // Lock on the simulator's fibers: acquisition, try, release and hand-off in virtual time (see virtual_lock.hpp).
 #include <algorithm>
-#include <array>
 #include <stdexcept>
-#include <utility>
 #include <vector>
 
 #include "alloclab/base/scheduler.hpp"
@@ -158,9 +156,8 @@ void Lock::vunlock(LockToken& t, bool read) {
       }
       // Latest first: a CPU woken at the release time itself may come before this one (a lower id), and a wake-up
       // must come from the first CPU in virtual time.
-      std::array<VHandoff::Wake, 2> wakes = h.wakes;
-      if (h.nr_wakes == 2 && wakes[0].at < wakes[1].at) std::swap(wakes[0], wakes[1]);
-      for (int i = 0; i < h.nr_wakes; ++i) v.queue.wake(wakes[size_t(i)].cpu, wakes[size_t(i)].at);
+      const size_t latest = h.nr_wakes == 2 && h.wakes[0].at < h.wakes[1].at ? 1 : 0;
+      for (size_t i = 0; i < size_t(h.nr_wakes); ++i) v.queue.wake(h.wakes[latest ^ i].cpu, h.wakes[latest ^ i].at);
     }
   }
   v.released_at = now;
