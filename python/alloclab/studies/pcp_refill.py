@@ -203,21 +203,36 @@ def sweep_orders(
 ) -> SweepResult:
     """One sweep per order (their block counts differ), joined into one :class:`SweepResult`. ns per allocation
     is a rate: with ``grow`` each order's block count is first grown by :func:`pilot_count` so that its fastest
-    point lasts ``MIN_TIME_S``, and every run of the sweep takes that count (one pilot instead of growing every
-    run); without it (quick mode) the runs keep ``counts``, are flagged too short and compare n.s. (on a loaded
-    2-PU host, grown 2-thread runs spend seconds each waiting for a preempted lock holder)."""
+    point lasts ``MIN_TIME_S`` (and its largest point fits the host's memory), and every run of the sweep takes that
+    count (one pilot instead of growing every run); without it (quick mode) the runs keep ``counts``, are flagged
+    too short and compare n.s. (on a loaded 2-PU host, grown 2-thread runs spend seconds each waiting for a
+    preempted lock holder)."""
     return join([measure("pcp_refill", grid={"check": list(CHECKS), "threads": threads}, repeats=repeats,
                          topology=topology, progress=progress, quick=not grow, order=order,
-                         count=pilot_count(order, count, topology) if grow else count, min_time_s=MIN_TIME_S)
+                         count=pilot_count(order, count, topology, max(threads)) if grow else count,
+                         min_time_s=MIN_TIME_S)
                  for order, count in counts.items()])  # fmt: skip
 
 
-def pilot_count(order: int, count: int, topology: str) -> int:
+def pilot_count(order: int, count: int, topology: str, most_threads: int = 1) -> int:
     """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``MIN_TIME_S``: ``count``
-    grown by one real pilot run (Google Benchmark's rule)."""
+    grown by one real pilot run (Google Benchmark's rule), then cut by a quarter at a time (not below ``count``)
+    until a run of ``most_threads`` workers, which needs that many times the memory, fits the host's memory with a
+    quarter to spare. A cut count leaves the fastest points short of ``MIN_TIME_S``: they are flagged too short and
+    compare n.s., rather than the largest points failing for want of memory."""
     pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
                      min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
-    return int(pilot.params["count"])
+    grown = int(pilot.params["count"])
+    while most_threads > 1 and grown > count:
+        try:  # the runner refuses a run that does not fit before it allocates anything
+            run_once("pcp_refill", topology=topology, threads=most_threads, order=order, count=grown + grown // 4,
+                     check="off", lockstat=False)  # fmt: skip
+            break
+        except ValueError as e:
+            if not str(e).startswith("memory:"):
+                raise
+            grown = max(count, grown * 3 // 4)
+    return grown
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
