@@ -26,8 +26,14 @@ void register_calibration(py::module_& m) {
         py::arg("round_trips"), nogil);
   c.def("futex_wake_ns", &calibration::futex_wake_ns, py::arg("waker_pu"), py::arg("wakee_pu"), py::arg("samples"),
         py::arg("sleep_us"), nogil);
-  c.def("copy_bandwidth_gbs", &calibration::copy_bandwidth_gbs, py::arg("pus"), py::arg("bytes_per_thread"),
-        py::arg("trials"), nogil);
+  c.def(
+      "bandwidth_gbs",
+      [](const std::string& kind, const std::vector<int>& pus, size_t bytes_per_thread, int trials) {
+        const Stream k = kStreamNames.parse(kind, "kind");
+        py::gil_scoped_release nogil;
+        return calibration::bandwidth_gbs(k, pus, bytes_per_thread, trials);
+      },
+      py::arg("kind"), py::arg("pus"), py::arg("bytes_per_thread"), py::arg("trials"));
   c.def(
       "misses_in_flight",
       [](int pu, size_t bytes, int trials, size_t misses) {

@@ -287,6 +287,37 @@ TEST(VirtualCosts, ConcurrentBulkWorkOnOneNodeSharesItsBandwidth) {
   EXPECT_EQ(two_nodes[1], one);
 }
 
+// A pass that writes struct pages updates each line in place (read, then written back: 128 bytes a page) and streams
+// at the profile's update bandwidth; a read pass (64 bytes a page) at the copy bandwidth; a profile without the update
+// figures streams updates at the copy figures. Two writers on one node share its update bandwidth.
+TEST(VirtualCosts, AStructPageWritePassStreamsAtTheUpdateBandwidth) {
+  auto profile = [](bool update) {
+    ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+    if (update) {
+      test::profile_number(f, "bandwidth_gbs.core_update", 20);  // the copy figures: 12 and 100 GB/s
+      test::profile_number(f, "bandwidth_gbs.node_update", 30);
+    }
+    return std::make_shared<MachineProfile>(f);
+  };
+  // Each figure from a fresh run: a run's node bandwidth stays shared until its bulk work ends.
+  const auto pass = [&](bool update, int cpus, bool write) {
+    VirtualRun v(profile(update), cpus);
+    auto ms = memory(v, 4096);
+    const std::vector<vt::vtime> end =
+        v.run(cpus, [&](int cpu) { memmap_access(ms->zone(0).zone_mem_map + 1024 * cpu, 512, write); });
+    std::vector<vt::vtime> streamed;
+    for (const vt::vtime e : end) streamed.push_back(e - 512 * v.op(Op::line_access));
+    return streamed;
+  };
+  const auto at = [](double bytes, double gbs) { return std::vector{vt::vtime(std::llround(bytes / gbs * 1000))}; };
+  EXPECT_EQ(pass(true, 1, true), at(512 * 128, 20));
+  EXPECT_EQ(pass(true, 1, false), at(512 * 64, 12));
+  EXPECT_EQ(pass(false, 1, true), at(512 * 128, 12));
+  const std::vector<vt::vtime> both = pass(true, 2, true);
+  EXPECT_EQ(both[0], at(512 * 128, 20)[0]);  // the first found the node idle
+  EXPECT_EQ(both[1], at(512 * 128, 15)[0]);  // the second got half the node's 30 GB/s, less than its core's 20
+}
+
 // A page op costs its bytes (2 x 4 KiB) at the core's bandwidth, but never less than the profile's page_ns: the
 // latency-bound op on a cold page. Concurrent ops on one node share its bandwidth, and without page_ns the
 // bandwidth alone is charged.

@@ -254,32 +254,46 @@ def _wakeup(run: _Run, waker: int, wakee: int) -> _Results:
     return {"wakeup_ns.futex": run.result(ns, how, f"wakeup_ns.futex: {ns:.0f} ns")}
 
 
+#: The stream patterns of ``bandwidth_gbs`` (its key suffix -> the engine's pattern, what it does, and how many
+#: buffers of :func:`_buffer_bytes` each thread streams over): a copy reads one and writes the other, an update
+#: reads and writes back one of twice the size (the same memory in all).
+_STREAMS = {
+    "": ("copy", "memcpy of one buffer into another, bytes read + bytes written (as likwid-bench 'copy')", 2),
+    "_update": (
+        "update",
+        "one add into every 64-byte line of one buffer (each line read, then written back in place, as a pass "
+        "writing struct pages), bytes read + bytes written (as likwid-bench 'update')",
+        1,
+    ),
+}
+
+
 def _bandwidth(run: _Run, pu: int) -> _Results:
     calib, trials = _core.calibration, run.size("bandwidth_trials")
     llc = calib.host_llc_bytes()
-    per_node, threads, node_bytes = [], 0, 0
-    for node in range(1) if run.quick else range(_core.Topology.host().nodes):
-        pus = calib.node_core_pus(node)
-        if pus:
-            threads, node_bytes = len(pus), _buffer_bytes(llc, len(pus), run.quick)
-            per_node.append(calib.copy_bandwidth_gbs(pus, node_bytes, trials))
-    core_bytes = _buffer_bytes(llc, 1, run.quick)
-    core = calib.copy_bandwidth_gbs([pu], core_bytes, trials)
-    copy = f"memcpy, bytes read + bytes written (as likwid-bench 'copy'), best of {trials}"
     llc_text = f"the LLC is {llc // _MIB} MiB" if llc else "no cache size reported"
-    node = statistics.median(per_node)
-    node_how = (
-        f"{copy}; one thread per core of the node ({threads} threads), 2 x {node_bytes // _MIB} MiB per thread "
-        f"({llc_text})" + (f", median over the host's {len(per_node)} nodes" if len(per_node) > 1 else "")
-    )
-    return {
-        "bandwidth_gbs.node": run.result(node, node_how, f"bandwidth_gbs.node: {node:.1f} GB/s"),
-        "bandwidth_gbs.core": run.result(
-            core,
-            f"{copy}; one thread on PU {pu}, 2 x {core_bytes // _MIB} MiB ({llc_text})",
-            f"bandwidth_gbs.core: {core:.1f} GB/s",
-        ),
-    }
+    nodes = [p for p in map(calib.node_core_pus, range(1 if run.quick else _core.Topology.host().nodes)) if p]
+    out: _Results = {}
+    for suffix, (kind, what, buffers) in _STREAMS.items():
+        # Each thread's buffers together: the two of a copy, one of twice the size for an update.
+        per_node = []
+        for pus in nodes:
+            node_bytes = _buffer_bytes(llc, len(pus), run.quick) * 2 // buffers
+            per_node.append(calib.bandwidth_gbs(kind, pus, node_bytes, trials))
+        core_bytes = _buffer_bytes(llc, 1, run.quick) * 2 // buffers
+        core = calib.bandwidth_gbs(kind, [pu], core_bytes, trials)
+        node = statistics.median(per_node)
+        how = f"{what}, best of {trials}"
+        node_how = (
+            f"{how}; one thread per core of the node ({len(nodes[-1])} threads), {buffers} x "
+            f"{node_bytes // _MIB} MiB per thread ({llc_text})"
+            + (f", median over the host's {len(per_node)} nodes" if len(per_node) > 1 else "")
+        )
+        core_how = f"{how}; one thread on PU {pu}, {buffers} x {core_bytes // _MIB} MiB ({llc_text})"
+        node_key, core_key = f"bandwidth_gbs.node{suffix}", f"bandwidth_gbs.core{suffix}"
+        out[node_key] = run.result(node, node_how, f"{node_key}: {node:.1f} GB/s")
+        out[core_key] = run.result(core, core_how, f"{core_key}: {core:.1f} GB/s")
+    return out
 
 
 def _misses_in_flight(run: _Run, pu: int) -> _Results:

@@ -286,32 +286,37 @@ double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us) {
 
 // ---- bandwidth ----------------------------------------------------------------------------------------------------
 
-double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials) {
+double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_thread, int trials) {
   if (pus.empty() || bytes_per_thread < 4096 || trials < 1)
     throw std::invalid_argument("bytes_per_thread: " + std::to_string(bytes_per_thread) + " bytes on " +
                                 std::to_string(pus.size()) + " threads, " + std::to_string(trials) +
                                 " trials (allowed: at least 4096 bytes, one thread and one trial)");
   const size_t n = pus.size();
+  const bool copy = kind == Stream::copy;
   std::barrier<> start{ptrdiff_t(n)}, finish{ptrdiff_t(n)};
   std::vector<double> gbs;
   uint64_t t0 = 0;
   on_pinned_threads(pus, [&](size_t i) {
-    // First touch after pinning: the pages come from the thread's own node.
-    char* src = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
+    // First touch after pinning: the pages come from the thread's own node. An update needs no second buffer.
     char* dst = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
-    if (!src || !dst) {  // leave both barriers so that the other threads do not wait for this one
+    char* src = copy ? static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread)) : nullptr;
+    if (!dst || (copy && !src)) {  // leave both barriers so that the other threads do not wait for this one
       std::free(src);
       std::free(dst);
       start.arrive_and_drop();
       finish.arrive_and_drop();
       throw std::bad_alloc();
     }
-    std::memset(src, 1, bytes_per_thread);
+    if (copy) std::memset(src, 1, bytes_per_thread);
     std::memset(dst, 0, bytes_per_thread);
     for (int t = 0; t <= trials; ++t) {  // trial 0 warms up
       start.arrive_and_wait();
       if (i == 0) t0 = clock_ticks();
-      std::memcpy(dst, src, bytes_per_thread);
+      if (copy)
+        std::memcpy(dst, src, bytes_per_thread);
+      else  // one add into every line: each line read, then written back (as a pass over struct pages)
+        for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
+          *reinterpret_cast<uint64_t*>(dst + off) += 1;
       escape(dst);
       finish.arrive_and_wait();
       if (i == 0 && t > 0) gbs.push_back(double(2 * bytes_per_thread * n) / elapsed_ns(t0, clock_ticks()));

@@ -41,13 +41,14 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
   for (size_t a = 0; a < n; ++a)
     for (size_t b = 0; b < n; ++b) transfer_ps_[a * n + b] = ps(profile_->transfer_ns(pu_of_cpu_[a], pu_of_cpu_[b]));
   wakeup_ps_ = ps(profile_->value("wakeup_ns.futex"));
-  if (const auto it = profile_->values().find("misses_in_flight.core"); it != profile_->values().end())
-    misses_in_flight_ = std::max<size_t>(1, size_t(it->second));
-  core_gbs_ = profile_->value("bandwidth_gbs.core");
-  node_gbs_ = profile_->value("bandwidth_gbs.node");
+  misses_in_flight_ = std::max<size_t>(1, size_t(profile_->value_or("misses_in_flight.core", 1)));
+  constexpr size_t copy = size_t(Stream::copy), update = size_t(Stream::update);
+  core_gbs_[copy] = profile_->value("bandwidth_gbs.core");
+  node_gbs_[copy] = profile_->value("bandwidth_gbs.node");
+  core_gbs_[update] = profile_->value_or("bandwidth_gbs.core_update", core_gbs_[copy]);  // else at the copy figures
+  node_gbs_[update] = profile_->value_or("bandwidth_gbs.node_update", node_gbs_[copy]);
   for (const auto& [op, name] : kPageOpNames.names)
-    if (const auto it = profile_->values().find("page_ns." + std::string(name)); it != profile_->values().end())
-      page_ps_[size_t(op)] = ps(it->second);
+    page_ps_[size_t(op)] = ps(profile_->value_or("page_ns." + std::string(name), 0));
   if (!(host_ghz > 0))
     throw std::invalid_argument("host_ghz: " + std::to_string(host_ghz) + " (allowed: > 0, the host's clock)");
   host_to_profile_ = host_ghz / ghz;
@@ -163,18 +164,18 @@ void CostModel::touch_each(std::span<const void* const> lines, bool write) {
 }
 
 void CostModel::pages(PageOp op, uint64_t n, int node) {
-  stream(2 * n * kPageBytes, node, vt::vtime(n) * page_ps_[size_t(op)]);
+  stream(2 * n * kPageBytes, node, vt::vtime(n) * page_ps_[size_t(op)], Stream::copy);
 }
 
-void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least) {
+void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least, Stream s) {
   if (costs_ == Costs::measured) return;  // the copy or clear really ran, and is in the host time
   const SyncPoint sp(*this);
   vt::Simulator& sim = *vt::Simulator::current();
   const vt::vtime now = sim.now();
   std::vector<vt::vtime>& ends = bulk_ends_.at(size_t(node));
   std::erase_if(ends, [now](vt::vtime e) { return e <= now; });
-  const double share = node_gbs_ / double(ends.size() + 1);
-  const double gbs = std::min(core_gbs_, share);  // bytes per ns
+  const double share = node_gbs_[size_t(s)] / double(ends.size() + 1);
+  const double gbs = std::min(core_gbs_[size_t(s)], share);  // bytes per ns
   const vt::vtime d = std::max<vt::vtime>({1, at_least, ps(double(bytes) / gbs)});
   ends.push_back(now + d);
   sim.advance(d);

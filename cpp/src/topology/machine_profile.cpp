@@ -48,6 +48,8 @@ constexpr FieldSpec kFields[] = {
     {"wakeup_ns", "futex", "ns", true},
     {"bandwidth_gbs", "node", "GB/s", true},
     {"bandwidth_gbs", "core", "GB/s", true},
+    {"bandwidth_gbs", "node_update", "GB/s", false},
+    {"bandwidth_gbs", "core_update", "GB/s", false},
     {"misses_in_flight", "core", "lines", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},

@@ -58,9 +58,12 @@ double transfer_ns(int pu_a, int pu_b, int samples, int round_trips);
 // `samples`. Before each wake the waker sleeps `sleep_us` so that the wakee is asleep in FUTEX_WAIT.
 double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us);
 
-// Copy bandwidth (GB/s, 1e9 B/s, read + written bytes) of one thread per PU of `pus`. Each thread copies its own
-// `bytes_per_thread` buffer into another, from node-local memory (first touch after pinning). Best of `trials`.
-double copy_bandwidth_gbs(const std::vector<int>& pus, size_t bytes_per_thread, int trials);
+// Bandwidth (GB/s, 1e9 B/s, bytes read + bytes written) of one thread per PU of `pus` streaming in pattern `kind`
+// over its own `bytes_per_thread` of node-local memory (first touch after pinning): Stream::copy copies one buffer
+// into another (memcpy, as likwid-bench 'copy'); Stream::update adds one into every 64-byte line of one buffer, so
+// that each line is read and written back (as likwid-bench 'update', and as a pass writing struct pages). Best of
+// `trials`.
+double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_thread, int trials);
 
 // The memory-level parallelism of one core, as misses_in_flight measures it.
 struct MissesInFlight {

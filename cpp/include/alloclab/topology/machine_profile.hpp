@@ -134,6 +134,11 @@ class MachineProfile {
   const std::map<std::string, std::string>& sources() const { return sources_; }
   // Throws std::invalid_argument naming the key when the profile has no such number.
   double value(const std::string& key) const;
+  // An optional number (misses_in_flight, page_ns, the update bandwidths): `otherwise` when the profile has none.
+  double value_or(const std::string& key, double otherwise) const {
+    const auto it = values_.find(key);
+    return it == values_.end() ? otherwise : it->second;
+  }
 
   // 16 hex digits of FNV-1a 64 over the schema, the topology string and every (key, value) in key order. Values are
   // written in shortest round-trip form, so the hash is the same on every host. Names, descriptions and sources
