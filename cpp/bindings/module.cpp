@@ -131,8 +131,8 @@ LockConfig to_locks(const py::dict& locks) {
 // run()'s options from the arguments that alloclab._core.run and check_run share.
 RunOptions to_options(std::shared_ptr<const Topology> topology, const py::object& placement, bool lockstat,
                       const py::dict& locks, bool strict, int64_t seed, double timeout_s, double min_time_s, bool grow,
-                      bool exclusive, const std::string& clock, std::shared_ptr<const MachineProfile> machine,
-                      const py::object& costs) {
+                      const py::dict& grow_fit, bool exclusive, const std::string& clock,
+                      std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
   RunOptions opt;
   opt.model = std::move(topology);
   if (py::isinstance<py::str>(placement)) {
@@ -153,6 +153,7 @@ RunOptions to_options(std::shared_ptr<const Topology> topology, const py::object
   opt.timeout_s = timeout_s;
   opt.min_time_s = min_time_s;
   opt.grow = grow;
+  opt.grow_fit = to_given(grow_fit);
   opt.exclusive = exclusive;
   opt.clock = kClockKindNames.parse(clock, "clock");
   opt.machine = std::move(machine);
@@ -167,21 +168,22 @@ RunOptions to_options(std::shared_ptr<const Topology> topology, const py::object
 // What run_py would check before building anything (check_run), without running; the resolved parameters.
 py::list check_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
                   const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                  double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
-                  std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
-  const Params resolved = check_run(scenario, to_given(params),
-                                    to_options(std::move(topology), placement, lockstat, locks, strict, seed, timeout_s,
-                                               min_time_s, grow, exclusive, clock, std::move(machine), costs));
+                  double timeout_s, double min_time_s, bool grow, const py::dict& grow_fit, bool exclusive,
+                  const std::string& clock, std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
+  const Params resolved =
+      check_run(scenario, to_given(params),
+                to_options(std::move(topology), placement, lockstat, locks, strict, seed, timeout_s, min_time_s, grow,
+                           grow_fit, exclusive, clock, std::move(machine), costs));
   return named(NamedValues(resolved.values().begin(), resolved.values().end()));
 }
 
 py::dict run_py(const std::string& scenario, const py::dict& params, std::shared_ptr<const Topology> topology,
                 const py::object& placement, bool lockstat, const py::dict& locks, bool strict, int64_t seed,
-                double timeout_s, double min_time_s, bool grow, bool exclusive, const std::string& clock,
-                std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
+                double timeout_s, double min_time_s, bool grow, const py::dict& grow_fit, bool exclusive,
+                const std::string& clock, std::shared_ptr<const MachineProfile> machine, const py::object& costs) {
   const std::map<std::string, Value> given = to_given(params);
   RunOptions opt = to_options(std::move(topology), placement, lockstat, locks, strict, seed, timeout_s, min_time_s,
-                              grow, exclusive, clock, std::move(machine), costs);
+                              grow, grow_fit, exclusive, clock, std::move(machine), costs);
 
   // Ctrl-C: the controlling thread takes the GIL every 50 ms and runs Python's signal handlers; a raised exception
   // (KeyboardInterrupt) stops the run and is re-raised once every worker has been joined. At interpreter exit the
@@ -288,8 +290,8 @@ void def_run_arguments(py::module_& m, const char* name, F f, const char* doc) {
   m.def(name, f, py::arg("scenario"), py::arg("params"), py::arg("topology") = nullptr,
         py::arg("placement") = "compact", py::arg("lockstat") = true, py::arg("locks") = py::dict(),
         py::arg("strict") = false, py::arg("seed") = 1, py::arg("timeout_s") = 0.0, py::arg("min_time_s") = 0.02,
-        py::arg("grow") = false, py::arg("exclusive") = true, py::arg("clock") = "real", py::arg("machine") = nullptr,
-        py::arg("costs") = py::none(), doc);
+        py::arg("grow") = false, py::arg("grow_fit") = py::dict(), py::arg("exclusive") = true,
+        py::arg("clock") = "real", py::arg("machine") = nullptr, py::arg("costs") = py::none(), doc);
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ def run(
     timeout_s: float = 0.0,
     min_time_s: float = 0.02,
     grow: bool = False,
+    grow_fit: Mapping[str, Any] | None = None,
     exclusive: bool = True,
     clock: str = "real",
     machine: str | os.PathLike | Machine | None = None,
@@ -145,7 +146,13 @@ def run(
             is shorter is flagged ``short_run`` in its summary, with a warning: too short to measure.
         grow: repeat a short run with the scenario's size parameter grown (as Google Benchmark grows iterations
             to reach its ``min_time``) until it lasts ``min_time_s``; ``provenance`` records ``grow_param``,
-            ``grown_from`` and ``grow_steps``.
+            ``grown_from``, ``grow_steps`` and ``grow_stopped`` (why it stopped short of ``min_time_s``, or "").
+        grow_fit: with ``grow``, parameters over the run's own that the grown size must also fit the host's memory
+            with, e.g. ``{"threads": 8}``: the most workers the caller will run at the size this run finds (a pilot
+            at one worker sizes a sweep up to eight). A grown size whose run with them would need more than the
+            memory available, with a quarter to spare, is cut back a quarter of its step at a time; growth stops
+            where no larger size fits (``grow_stopped`` then starts ``grow_fit: memory:``). Parameters that could
+            not run at all (more workers than the model's PUs) are a ``ValueError`` before anything runs.
         exclusive: wait until no other run of this process is in flight, and keep others from starting while this
             one runs (the default: two runs on one host disturb each other's timings). ``False`` lets runs from
             several Python threads overlap; each then counts the others' workers towards oversubscription.
@@ -237,8 +244,14 @@ def _core_args(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
     if arguments.keys() != _RUN_SIGNATURE.parameters.keys():
         raise AssertionError(f"_core_args: {sorted(arguments)} are not run()'s arguments")
     scenario, params = arguments["scenario"], arguments["params"]
+    grow_fit = _mapping("grow_fit", arguments["grow_fit"], "parameter -> value, e.g. {'threads': 8}")
     for name, value in params.items():
         _check_int_width(name, value, scenario)
+    for name, value in grow_fit.items():
+        try:
+            _check_int_width(name, value, scenario)
+        except ValueError as e:
+            raise ValueError(f"grow_fit: {e}") from None
     clock = arguments["clock"]
     return (
         scenario,
@@ -246,12 +259,13 @@ def _core_args(arguments: Mapping[str, Any]) -> tuple[Any, ...]:
         _core_topology(arguments["topology"]),
         _placement(arguments["placement"]),
         _flag("lockstat", arguments["lockstat"]),
-        _locks(arguments["locks"]),
+        _mapping("locks", arguments["locks"], "lock class -> lock kind"),
         _flag("strict", arguments["strict"]),
         check_int("seed", arguments["seed"], 0, _INT64[1]),  # the binding takes an int64
         _seconds("timeout_s", arguments["timeout_s"]),
         _seconds("min_time_s", arguments["min_time_s"]),
         _flag("grow", arguments["grow"]),
+        grow_fit,
         _flag("exclusive", arguments["exclusive"]),
         clock if isinstance(clock, str) else _bad_choice("clock", clock, "'real' or 'virtual'"),
         _core_machine(arguments["machine"]),
@@ -311,12 +325,13 @@ def _placement(placement: Any) -> Any:
     return [operator.index(p) for p in items]
 
 
-def _locks(locks: Any) -> dict[Any, Any]:
-    if locks is None:
+def _mapping(name: str, value: Any, of: str) -> dict[Any, Any]:
+    """An optional mapping option (``locks``, ``grow_fit``) as a dict: {} for None; ``of`` says what it maps."""
+    if value is None:
         return {}
-    if not isinstance(locks, Mapping):
-        raise ValueError(f"locks: expected a mapping of lock class -> lock kind, got {locks!r}")
-    return dict(locks)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name}: expected a mapping of {of}, got {value!r}")
+    return dict(value)
 
 
 def _seconds(name: str, value: Any) -> float:

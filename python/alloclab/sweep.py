@@ -126,6 +126,7 @@ def sweep(
     timeout_s: float = 0.0,
     min_time_s: float = 0.02,
     grow: bool = False,
+    grow_fit: Mapping[str, Any] | None = None,
     exclusive: bool = True,
     clock: str = "real",
     machine: str | os.PathLike | Any = None,
@@ -180,7 +181,7 @@ def sweep(
         seed: the seed of every run (the same for all repeats, so repeats differ only by timing).
         timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row whose
             ``error`` column gives the reason (``"timeout after ..."``) and whose figures cover the part that ran.
-        min_time_s, grow, exclusive: as :func:`alloclab.run`.
+        min_time_s, grow, grow_fit, exclusive: as :func:`alloclab.run`.
         clock, machine, costs: as :func:`alloclab.run`: ``clock="virtual", machine="xeon-8380-2s"`` runs every
             configuration on that simulated machine (``machine`` may also be a grid axis, to compare machines).
         executor: where the runs run (default: here, one after the other; or the executor of an enclosing
@@ -241,6 +242,7 @@ def sweep(
         "timeout_s": timeout_s,
         "min_time_s": min_time_s,
         "grow": grow,
+        "grow_fit": grow_fit,
         "exclusive": exclusive,
         "clock": clock,
         "machine": machine,

@@ -137,6 +137,28 @@ def test_grow_keeps_to_the_parameters_step_and_names_bad_options():
         al.run("lock_zoo", threads=1, grow="yes")
 
 
+def test_grow_fit_stops_growing_where_the_callers_largest_run_would_not_fit():
+    # A pilot at one worker sizing runs of up to 512: no host holds 512 workers' blocks at the count's maximum (2^30
+    # blocks of 2 MiB), so growth always ends at the fit, each larger size having been cut to fit before it ran.
+    with pytest.warns(al.MeasurementWarning, match="below min_time_s"):
+        r = al.run("pcp_refill", topology="node:1 core:512 pu:1", threads=1, order=9, count=16, check="off",
+                   lockstat=False, min_time_s=1e6, grow=True, grow_fit={"threads": 512})  # fmt: skip
+    stopped = r.provenance["grow_stopped"]
+    assert stopped.startswith("grow_fit: memory: this run needs ") and " kept free + " in stopped
+    assert r.params["count"] > 16 and r.provenance["grow_steps"] >= 1
+    with pytest.raises(ValueError, match=r"^grow_fit: given without grow \(it names the parameters"):
+        al.run("lock_zoo", threads=1, grow_fit={"threads": 2})
+    with pytest.raises(ValueError, match=r"^grow_fit: expected a mapping of parameter -> value"):
+        al.run("lock_zoo", threads=1, grow=True, grow_fit=2)
+    with pytest.raises(ValueError, match=r"^grow_fit: thread: unknown parameter .* did you mean 'threads'\?"):
+        al.run("lock_zoo", threads=1, grow=True, grow_fit={"thread": 2})
+    with pytest.raises(ValueError, match=r"^grow_fit: threads: value out of range"):
+        al.run("lock_zoo", threads=1, grow=True, grow_fit={"threads": 2**70})
+    # Workers the model cannot place: refused before anything runs (the message is the placement's own).
+    with pytest.raises(ValueError, match=r"^grow_fit: threads: 4 workers need as many model CPUs"):
+        al.run("pcp_refill", topology="node:1 core:2 pu:1", threads=1, count=16, grow=True, grow_fit={"threads": 4})
+
+
 def _size_cases() -> list[tuple[str, dict]]:
     """Every scenario at its small parameters, and page_alloc once per pattern (its size parameter depends on it)."""
     patterns = next(s["choices"] for s in specs("page_alloc") if s["parameter"] == "pattern")

@@ -160,37 +160,3 @@ def test_study_table_puts_ours_beside_the_seed() -> None:
     assert row["pages_checked_under_lock"] == 0
     lines = study.reading(table)
     assert any("equal the documented formula" in line and line.endswith("yes") for line in lines)
-
-
-def test_pilot_count_cuts_a_count_whose_largest_point_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
-
-    from alloclab.studies import pcp_refill as study
-
-    tried = []
-
-    def fake_run(scenario: str, *, threads: int, count: int, grow: bool = False, **_: object) -> SimpleNamespace:
-        if grow:  # the pilot: one worker, grown to 1000 blocks
-            return SimpleNamespace(params={"count": 1000})
-        tried.append(count)
-        if threads * count > 1200:  # what the runner says when the run does not fit
-            raise ValueError(f"memory: this run needs {threads * count} but only 1200 are available")
-        return SimpleNamespace(params={"count": count})
-
-    monkeypatch.setattr(study, "run_once", fake_run)
-    # 2 workers: 1000 -> 750 -> 562 -> 421, whose run with a quarter to spare (526 blocks) fits.
-    assert study.pilot_count(9, 8, "node:1 core:2 pu:1", 2) == 421
-    assert tried == [1250, 937, 702, 526]
-    # One worker: the pilot's count, no probe; never below the starting count; other errors are not swallowed.
-    tried.clear()
-    assert study.pilot_count(9, 8, "node:1 core:2 pu:1", 1) == 1000 and tried == []
-    assert study.pilot_count(9, 900, "node:1 core:2 pu:1", 4) == 900
-
-    def bad_threads(scenario: str, *, grow: bool = False, **_: object) -> SimpleNamespace:
-        if grow:
-            return SimpleNamespace(params={"count": 1000})
-        raise ValueError("threads: 4 is more than the model has")
-
-    monkeypatch.setattr(study, "run_once", bad_threads)
-    with pytest.raises(ValueError, match="threads: 4"):
-        study.pilot_count(9, 8, "node:1 core:2 pu:1", 4)

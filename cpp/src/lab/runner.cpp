@@ -190,6 +190,45 @@ int distinct_host_pus(const std::vector<Slot>& slots) {
   return int(std::unique(pus.begin(), pus.end()) - pus.begin());
 }
 
+// The machine a run of `opt` models on the host: the virtual machine's topology, the given model, or the host.
+Machine model_machine(const RunOptions& opt) {
+  const bool virt = opt.clock == ClockKind::virtual_time;
+  return Machine(virt ? opt.machine->topology() : opt.model ? opt.model : Topology::host(), Topology::host());
+}
+
+// The check before prepare() allocates anything: the memory `workers` workers of `sc` on `machine` declare they
+// need; throws MemoryRefused when the host has less than that and `spare` of it (a share kept free) besides.
+MemoryNeed check_run_memory(const Scenario& sc, const Machine& machine, int workers, const RunOptions& opt,
+                            double spare = 0) {
+  MemoryNeed need = sc.memory_needed(machine);
+  // Each worker thread's stack must fit the address space too (ulimit -v); virtual CPUs are fibers.
+  need.threads = opt.clock == ClockKind::virtual_time ? 0 : workers;
+  MemoryNeed with_spare = need;
+  if (const uint64_t kept = uint64_t(double(need.bytes) * spare)) {
+    with_spare.bytes += kept;
+    with_spare.detail += " + " + format_bytes(kept) + " kept free";
+  }
+  check_memory(with_spare);
+  return need;
+}
+
+// Why a run of `params` with the caller's grow_fit over them would not fit the host's memory with a quarter to spare
+// (the memory available moves between runs), "grow_fit: memory: ...", or "" when it would: the runner's own check
+// before prepare(), on the scenario object alone. Parameters the scenario or the model refuse (more workers than model
+// PUs) throw.
+std::string grow_misfit(const ScenarioDef& def, std::map<std::string, Value> params, const RunOptions& opt) {
+  if (opt.grow_fit.empty()) return "";
+  for (const auto& [k, v] : opt.grow_fit) params[k] = v;
+  const std::unique_ptr<Scenario> sc = def.make(Params::resolve(def.params, params, def.name));
+  const Machine machine = model_machine(opt);
+  try {
+    check_run_memory(*sc, machine, int(sc->place(machine, opt.placement).size()), opt, 0.25);
+  } catch (const MemoryRefused& e) {
+    return std::string("grow_fit: ") + e.what();
+  }
+  return "";
+}
+
 // Whether a run was too short to time (RunOptions::min_time_s): only a real clock has timer and start-up noise.
 bool short_run(const RunResult& r, const RunOptions& opt) {
   return opt.clock == ClockKind::real && r.elapsed_s < opt.min_time_s;
@@ -277,13 +316,29 @@ Params check_run(const std::string& scenario, const std::map<std::string, Value>
   if (opt.grow && !def.size)
     throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
   opt.validate();
-  return Params::resolve(def.params, with_lock_params(def, given, opt.locks), def.name);
+  std::map<std::string, Value> params = with_lock_params(def, given, opt.locks);
+  if (!opt.grow_fit.empty()) {
+    std::map<std::string, Value> fit = params;
+    for (const auto& [k, v] : opt.grow_fit) fit[k] = v;
+    try {
+      (void)Params::resolve(def.params, fit, def.name);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("grow_fit: ") + e.what());
+    }
+  }
+  return Params::resolve(def.params, params, def.name);
 }
 
 RunResult run(const std::string& scenario_name, const std::map<std::string, Value>& given, const RunOptions& opt) {
   Params resolved = check_run(scenario_name, given, opt);
   const ScenarioDef& def = find_scenario(scenario_name);
   std::map<std::string, Value> params = resolved.values();
+  std::string why_stopped;  // a size already too big for grow_fit is not grown; a grow_fit that cannot run throws
+  try {
+    if (opt.grow) why_stopped = grow_misfit(def, params, opt);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("grow_fit: ") + e.what());
+  }
   std::unique_ptr<Scenario> sc = def.make(resolved);
   RunResult r = run_scenario(*sc, def.name, resolved, opt);
   r.provenance.emplace_back("kernel", def.kernel);
@@ -293,21 +348,26 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
       *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == size.name; });
   const int64_t first = resolved.i(size.name);
   int grown = 0;
-  std::string why_stopped;
-  while (!r.stopped && short_run(r, opt)) {
+  while (why_stopped.empty() && !r.stopped && short_run(r, opt)) {
     const int64_t now = resolved.i(size.name);
-    const int64_t next = grown_size(now, r.elapsed_s, opt.min_time_s, spec, size.step);
-    if (next <= now) {
-      why_stopped = size.name + " is at its maximum";
-      break;
-    }
-    params[size.name] = next;
+    int64_t next = grown_size(now, r.elapsed_s, opt.min_time_s, spec, size.step);
+    std::string misfit;
     try {
+      while (next > now) {  // cut a quarter of the step at a time until a run with grow_fit fits
+        params[size.name] = next;
+        misfit = grow_misfit(def, params, opt);
+        if (misfit.empty()) break;
+        next = now + (next - now) / 4 * 3 / size.step * size.step;
+      }
+      if (next <= now) {
+        why_stopped = misfit.empty() ? size.name + " is at its maximum" : misfit;
+        break;
+      }
       resolved = Params::resolve(def.params, params, def.name);
       sc = def.make(resolved);
       r = run_scenario(*sc, def.name, resolved, opt);
       r.provenance.emplace_back("kernel", def.kernel);
-    } catch (const std::invalid_argument& e) {  // the grown run does not fit (memory, topology): keep the last one
+    } catch (const std::invalid_argument& e) {  // the grown size does not fit (memory, topology): keep the last one
       why_stopped = e.what();
       break;
     }
@@ -321,6 +381,10 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
 }
 
 void RunOptions::validate() const {
+  if (!grow_fit.empty() && !grow)
+    throw std::invalid_argument(
+        "grow_fit: given without grow (it names the parameters a grown size must also fit "
+        "the host's memory with, e.g. {'threads': 8}; pass grow=True too, or leave it out)");
   const auto seconds = [](const char* name, double v, const char* zero) {
     if (!(v >= 0) || std::isinf(v))
       throw std::invalid_argument(std::string(name) + ": " + std::to_string(v) + " (allowed: a finite number of " +
@@ -405,7 +469,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   std::optional<VirtualClockScope> virtual_clock_scope;
   if (virt) virtual_clock_scope.emplace();
   Scenario* sc = &scenario;
-  const Machine machine(virt ? opt.machine->topology() : opt.model ? opt.model : Topology::host(), Topology::host());
+  const Machine machine = model_machine(opt);
   // The slots define the workers: a scenario's count may depend on the model (hugetlb_boot: padata's nworks).
   const std::vector<Slot> slots = sc->place(machine, opt.placement);
   const int n = int(slots.size());
@@ -454,9 +518,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
   if (opt.timeout_s > 0)
     env.deadline = host_ticks() + uint64_t(std::min(opt.timeout_s, 1e9) * 1e9 * clock_calibration().ticks_per_ns);
 
-  MemoryNeed need = sc->memory_needed(machine);
-  need.threads = virt ? 0 : n;  // each worker thread's stack must fit the address space too (ulimit -v)
-  check_memory(need);
+  const MemoryNeed need = check_run_memory(*sc, machine, n, opt);
   const std::string started = utc_now();
   RunResult r;
   int host_busiest = host_others;  // other runnable tasks seen at the start and at every poll

@@ -174,9 +174,8 @@ void check_memory(const MemoryNeed& need) {
   // What a worker thread itself keeps resident: the stack pages it touches, its context and latency histogram.
   const uint64_t resident = uint64_t(need.threads) * (uint64_t(64) << 10);
   const auto refuse = [&](uint64_t bytes, const std::string& detail, uint64_t avail, const std::string& bound) {
-    return std::invalid_argument("memory: this run needs " + format_bytes(bytes) +
-                                 (detail.empty() ? "" : " (" + detail + ")") + " but only " + format_bytes(avail) +
-                                 " are available (" + bound + "); reduce the sizes");
+    return MemoryRefused("memory: this run needs " + format_bytes(bytes) + (detail.empty() ? "" : " (" + detail + ")") +
+                         " but only " + format_bytes(avail) + " are available (" + bound + "); reduce the sizes");
   };
   if (need.bytes + resident > lim.available)
     throw refuse(need.bytes + resident,

@@ -216,23 +216,13 @@ def sweep_orders(
 
 def pilot_count(order: int, count: int, topology: str, most_threads: int = 1) -> int:
     """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``MIN_TIME_S``: ``count``
-    grown by one real pilot run (Google Benchmark's rule), then cut by a quarter at a time (not below ``count``)
-    until a run of ``most_threads`` workers, which needs that many times the memory, fits the host's memory with a
-    quarter to spare. A cut count leaves the fastest points short of ``MIN_TIME_S``: they are flagged too short and
-    compare n.s., rather than the largest points failing for want of memory."""
+    grown by one real pilot run (Google Benchmark's rule) as far as a run of ``most_threads`` workers, which needs
+    that many times the memory, still fits the host's (the runner's ``grow_fit``). A count cut for memory leaves the
+    fastest points short of ``MIN_TIME_S``: they are flagged too short and compare n.s., rather than the largest
+    points failing for want of memory."""
     pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
-                     min_time_s=MIN_TIME_S, grow=True)  # fmt: skip
-    grown = int(pilot.params["count"])
-    while most_threads > 1 and grown > count:
-        try:  # the runner refuses a run that does not fit before it allocates anything
-            run_once("pcp_refill", topology=topology, threads=most_threads, order=order, count=grown + grown // 4,
-                     check="off", lockstat=False)  # fmt: skip
-            break
-        except ValueError as e:
-            if not str(e).startswith("memory:"):
-                raise
-            grown = max(count, grown * 3 // 4)
-    return grown
+                     min_time_s=MIN_TIME_S, grow=True, grow_fit={"threads": most_threads})  # fmt: skip
+    return int(pilot.params["count"])
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:

@@ -64,7 +64,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         workers_param = _workers_param(scenario)
         counts = [w for w in WORKERS if fits_host(w)]
         for variant in ({}, *VARIANTS.get(scenario, ())):
-            fixed = _sized_params(scenario, workers_param, min(counts), min_time_s, quick, variant)
+            fixed = _sized_params(scenario, workers_param, counts, min_time_s, quick, variant)
             result = measure(scenario, grid={workers_param: counts}, repeats=repeats, progress=progress, **fixed)
             parts.append(result)
             real = timed(result.runs)
@@ -106,18 +106,20 @@ def _workers_param(scenario: str) -> str:
 
 
 def _sized_params(
-    scenario: str, workers_param: str, workers: int, min_time_s: float, quick: bool, variant: Mapping[str, Any]
+    scenario: str, workers_param: str, workers: list[int], min_time_s: float, quick: bool, variant: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The scenario's parameters (small ones when quick, else its defaults) with ``variant`` over them, its size grown
     by one real pilot run at the fewest workers until that run lasts ``min_time_s`` (more workers only take longer, so
-    no timed run is too short), returned without the worker count."""
+    no timed run is too short) and as far as a run at the most workers fits the host's memory, returned without the
+    worker count."""
     table = scenarios()
     small = {} if not quick else {
         r.parameter: r.small for r in table[table["scenario"] == scenario].itertuples() if r.small is not None
     }  # fmt: skip
     small |= variant
-    small[workers_param] = workers
-    pilot = run_once(scenario, lockstat=False, min_time_s=min_time_s, grow=True, **small)
+    small[workers_param] = min(workers)
+    pilot = run_once(scenario, lockstat=False, min_time_s=min_time_s, grow=True,
+                     grow_fit={workers_param: max(workers)}, **small)  # fmt: skip
     return {k: v for k, v in pilot.params.items() if k != workers_param}
 
 

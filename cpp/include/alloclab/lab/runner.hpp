@@ -56,6 +56,10 @@ struct RunOptions {
   // the scenario's size parameter grown, as Google Benchmark grows iterations to reach its min_time, until it is not.
   double min_time_s = 0.02;
   bool grow = false;
+  // With `grow`: parameters the grown size must also fit the host's memory with, over the run's own (e.g. threads=8:
+  // the most workers the caller will run at the size it grows). A grown size whose run with them would not fit, with
+  // a quarter to spare, is cut back by a quarter of its step at a time; growth stops where no larger size fits.
+  std::map<std::string, Value> grow_fit;
   // Wait for every other run of this process to end, and keep others from starting, while this one runs. Without
   // it, concurrent runs share the host and each counts the others' workers towards oversubscription.
   bool exclusive = true;

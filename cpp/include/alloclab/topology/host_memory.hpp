@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 namespace alloclab {
@@ -37,8 +38,13 @@ MemoryLimits memory_limits(const std::string& root = "");
 uint64_t memory_available();  // memory_limits().available
 // The address space a new std::thread reserves: its stack (the default pthread stack size) and guard page.
 uint64_t thread_stack_bytes();
-// Throws std::invalid_argument("memory: this run needs X (detail) but only Y are available (why); reduce the
-// sizes") when `need` does not fit every limit.
+// A run refused for want of memory: "memory: this run needs X (detail) but only Y are available (why); reduce the
+// sizes". A std::invalid_argument (Python's ValueError) of its own type, so that a caller can tell it from a bad
+// parameter.
+struct MemoryRefused : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+// Throws MemoryRefused when `need` does not fit every limit.
 void check_memory(const MemoryNeed& need);
 std::string format_bytes(uint64_t bytes);  // "1.5 GiB", "12.0 MiB", "512 B"
 

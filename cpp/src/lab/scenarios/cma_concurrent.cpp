@@ -82,6 +82,7 @@
 #include "alloclab/mm/memory_system.hpp"
 #include "alloclab/mm/migrate.hpp"
 #include "alloclab/mm/page_alloc_contig.hpp"
+#include "alloclab/topology/host_memory.hpp"
 #include "scenarios.hpp"
 
 namespace alloclab {
@@ -185,8 +186,9 @@ class CmaConcurrent final : public Scenario {
     for (uint64_t p : cfg.node_pages) total += p;
     try {
       ms_ = std::make_unique<MemorySystem>(machine, env.locks, cfg, env.interruption_points());
+    } catch (const MemoryRefused&) {
+      throw;  // already names both figures
     } catch (const std::invalid_argument& e) {
-      if (std::string_view(e.what()).starts_with("memory:")) throw;  // already names both figures
       throw std::invalid_argument("pages_per_region: " + std::to_string(regions_) + " areas of " +
                                   std::to_string(pages_) + " pages plus room for their migration targets need " +
                                   std::to_string(total) + " pages (" + std::to_string(total >> 8) +
