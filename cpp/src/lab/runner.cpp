@@ -212,19 +212,32 @@ MemoryNeed check_run_memory(const Scenario& sc, const Machine& machine, int work
   return need;
 }
 
+// `params` with the caller's grow_fit over them, resolved; std::invalid_argument "grow_fit: ..." when they do not fit
+// the declaration.
+Params with_grow_fit(const ScenarioDef& def, std::map<std::string, Value> params, const RunOptions& opt) {
+  for (const auto& [k, v] : opt.grow_fit) params[k] = v;
+  try {
+    return Params::resolve(def.params, params, def.name);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("grow_fit: ") + e.what());
+  }
+}
+
 // Why a run of `params` with the caller's grow_fit over them would not fit the host's memory with a quarter to spare
 // (the memory available moves between runs), "grow_fit: memory: ...", or "" when it would: the runner's own check
 // before prepare(), on the scenario object alone. Parameters the scenario or the model refuse (more workers than model
-// PUs) throw.
-std::string grow_misfit(const ScenarioDef& def, std::map<std::string, Value> params, const RunOptions& opt) {
+// PUs) throw std::invalid_argument "grow_fit: ...".
+std::string grow_misfit(const ScenarioDef& def, const std::map<std::string, Value>& params, const RunOptions& opt) {
   if (opt.grow_fit.empty()) return "";
-  for (const auto& [k, v] : opt.grow_fit) params[k] = v;
-  const std::unique_ptr<Scenario> sc = def.make(Params::resolve(def.params, params, def.name));
-  const Machine machine = model_machine(opt);
+  const Params fit = with_grow_fit(def, params, opt);
   try {
+    const std::unique_ptr<Scenario> sc = def.make(fit);
+    const Machine machine = model_machine(opt);
     check_run_memory(*sc, machine, int(sc->place(machine, opt.placement).size()), opt, 0.25);
   } catch (const MemoryRefused& e) {
     return std::string("grow_fit: ") + e.what();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("grow_fit: ") + e.what());
   }
   return "";
 }
@@ -316,16 +329,8 @@ Params check_run(const std::string& scenario, const std::map<std::string, Value>
   if (opt.grow && !def.size)
     throw std::invalid_argument("grow: scenario '" + def.name + "' declares no size parameter to grow");
   opt.validate();
-  std::map<std::string, Value> params = with_lock_params(def, given, opt.locks);
-  if (!opt.grow_fit.empty()) {
-    std::map<std::string, Value> fit = params;
-    for (const auto& [k, v] : opt.grow_fit) fit[k] = v;
-    try {
-      (void)Params::resolve(def.params, fit, def.name);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("grow_fit: ") + e.what());
-    }
-  }
+  const std::map<std::string, Value> params = with_lock_params(def, given, opt.locks);
+  if (!opt.grow_fit.empty()) (void)with_grow_fit(def, params, opt);
   return Params::resolve(def.params, params, def.name);
 }
 
@@ -333,12 +338,8 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
   Params resolved = check_run(scenario_name, given, opt);
   const ScenarioDef& def = find_scenario(scenario_name);
   std::map<std::string, Value> params = resolved.values();
-  std::string why_stopped;  // a size already too big for grow_fit is not grown; a grow_fit that cannot run throws
-  try {
-    if (opt.grow) why_stopped = grow_misfit(def, params, opt);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("grow_fit: ") + e.what());
-  }
+  // A size already too big for grow_fit is not grown; a grow_fit that cannot run throws before anything runs.
+  std::string why_stopped = opt.grow ? grow_misfit(def, params, opt) : "";
   std::unique_ptr<Scenario> sc = def.make(resolved);
   RunResult r = run_scenario(*sc, def.name, resolved, opt);
   r.provenance.emplace_back("kernel", def.kernel);
