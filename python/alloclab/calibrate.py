@@ -255,14 +255,20 @@ def _wakeup(run: _Run, waker: int, wakee: int) -> _Results:
 
 
 #: The stream patterns of ``bandwidth_gbs`` (its key suffix -> the engine's pattern, what it does, and how many
-#: buffers of :func:`_buffer_bytes` each thread streams over): a copy reads one and writes the other, an update
-#: reads and writes back one of twice the size (the same memory in all).
+#: buffers of :func:`_buffer_bytes` each thread streams over): a copy reads one and writes the other, an update or a
+#: load streams over one of twice the size (the same memory in all).
 _STREAMS = {
     "": ("copy", "memcpy of one buffer into another, bytes read + bytes written (as likwid-bench 'copy')", 2),
     "_update": (
         "update",
         "one add into every 64-byte line of one buffer (each line read, then written back in place, as a pass "
         "writing struct pages), bytes read + bytes written (as likwid-bench 'update')",
+        1,
+    ),
+    "_load": (
+        "load",
+        "one load from every 64-byte line of one buffer (a read-only stream, as a pass reading struct pages), bytes "
+        "read (as likwid-bench 'load')",
         1,
     ),
 }

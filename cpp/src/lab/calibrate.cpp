@@ -297,7 +297,7 @@ double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_
   std::vector<double> gbs;
   uint64_t t0 = 0;
   on_pinned_threads(pus, [&](size_t i) {
-    // First touch after pinning: the pages come from the thread's own node. An update needs no second buffer.
+    // First touch after pinning: the pages come from the thread's own node. An update or a load needs no second buffer.
     char* dst = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
     char* src = copy ? static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread)) : nullptr;
     if (!dst || (copy && !src)) {  // leave both barriers so that the other threads do not wait for this one
@@ -312,14 +312,23 @@ double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_
     for (int t = 0; t <= trials; ++t) {  // trial 0 warms up
       start.arrive_and_wait();
       if (i == 0) t0 = clock_ticks();
-      if (copy)
-        std::memcpy(dst, src, bytes_per_thread);
-      else  // one add into every line: each line read, then written back (as a pass over struct pages)
-        for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
-          *reinterpret_cast<uint64_t*>(dst + off) += 1;
+      uint64_t sum = 0;
+      switch (kind) {  // a pass over struct pages touches every line: one word each
+        case Stream::copy: std::memcpy(dst, src, bytes_per_thread); break;
+        case Stream::update:  // each line read, then written back
+          for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
+            *reinterpret_cast<uint64_t*>(dst + off) += 1;
+          break;
+        case Stream::load:  // independent loads: the core keeps as many in flight as it can
+          for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
+            sum += *reinterpret_cast<const uint64_t*>(dst + off);
+          break;
+      }
       escape(dst);
+      asm volatile("" : : "r"(sum));
       finish.arrive_and_wait();
-      if (i == 0 && t > 0) gbs.push_back(double(2 * bytes_per_thread * n) / elapsed_ns(t0, clock_ticks()));
+      const double counted = double((kind == Stream::load ? 1 : 2) * bytes_per_thread * n);  // read (+ written)
+      if (i == 0 && t > 0) gbs.push_back(counted / elapsed_ns(t0, clock_ticks()));
     }
     std::free(src);
     std::free(dst);

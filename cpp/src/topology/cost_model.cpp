@@ -42,11 +42,12 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     for (size_t b = 0; b < n; ++b) transfer_ps_[a * n + b] = ps(profile_->transfer_ns(pu_of_cpu_[a], pu_of_cpu_[b]));
   wakeup_ps_ = ps(profile_->value("wakeup_ns.futex"));
   misses_in_flight_ = std::max<size_t>(1, size_t(profile_->value_or("misses_in_flight.core", 1)));
-  constexpr size_t copy = size_t(Stream::copy), update = size_t(Stream::update);
-  core_gbs_[copy] = profile_->value("bandwidth_gbs.core");
-  node_gbs_[copy] = profile_->value("bandwidth_gbs.node");
-  core_gbs_[update] = profile_->value_or("bandwidth_gbs.core_update", core_gbs_[copy]);  // else at the copy figures
-  node_gbs_[update] = profile_->value_or("bandwidth_gbs.node_update", node_gbs_[copy]);
+  const double core_copy = profile_->value("bandwidth_gbs.core"), node_copy = profile_->value("bandwidth_gbs.node");
+  for (const auto& [st, name] : kStreamNames.names) {  // a pattern without figures of its own streams at the copy ones
+    const std::string suffix = st == Stream::copy ? "" : "_" + std::string(name);
+    core_gbs_[size_t(st)] = profile_->value_or("bandwidth_gbs.core" + suffix, core_copy);
+    node_gbs_[size_t(st)] = profile_->value_or("bandwidth_gbs.node" + suffix, node_copy);
+  }
   for (const auto& [op, name] : kPageOpNames.names)
     page_ps_[size_t(op)] = ps(profile_->value_or("page_ns." + std::string(name), 0));
   if (!(host_ghz > 0))

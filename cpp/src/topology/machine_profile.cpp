@@ -50,6 +50,8 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "core", "GB/s", true},
     {"bandwidth_gbs", "node_update", "GB/s", false},
     {"bandwidth_gbs", "core_update", "GB/s", false},
+    {"bandwidth_gbs", "node_load", "GB/s", false},
+    {"bandwidth_gbs", "core_load", "GB/s", false},
     {"misses_in_flight", "core", "lines", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},

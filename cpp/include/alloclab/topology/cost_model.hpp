@@ -2,10 +2,11 @@
 //
 // Models: the machine of a profile (machine_profile.hpp) as model code meets it: a cost per named operation (Op, from
 // the profile's op_cycles at its clock), the transfer of a cache line between two CPUs at their distance, the
-// futex wake-up, and memory bandwidth, per core and per node, shared by the bulk work running on a node at once. It
-// also keeps the coherence state of the lines model code tracks (touch()): the last CPU that wrote each line and up
-// to three CPUs that read it since; a read by another CPU pays the transfer from the nearest copy, a write pays the
-// farthest copy it must invalidate, an access that finds the line in its own cache pays line_access.
+// futex wake-up, and memory bandwidth by access pattern (Stream), per core and per node, shared by the bulk work
+// running on a node at once. It also keeps the coherence state of the lines model code tracks (touch()): the last CPU
+// that wrote each line and up to three CPUs that read it since; a read by another CPU pays the transfer from the
+// nearest copy, a write pays the farthest copy it must invalidate, an access that finds the line in its own cache pays
+// line_access.
 // Two ways to charge the work between sync points: `table` charges the operations model code names (a pure function
 // of the run's inputs: the same virtual times on every host), `measured` charges the host time the code really took,
 // scaled by the clock ratio host / profile (charged at each sync point; not reproducible, as host time is not).
@@ -17,8 +18,8 @@
 // forget()-ten first. Virtual times then never depend on the host's heap.
 // Misses overlap only where model code says its accesses are independent (touch_each); separate touches are serial.
 // Leaves out: out-of-order overlap of misses between separate touches, prefetchers, SMT sharing of a core, DRAM misses
-// of untracked data, interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds
-// pays line_access).
+// of untracked data, cache capacity (a second pass over lines a stream just brought in pays the stream again),
+// interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds pays line_access).
 #pragma once
 
 #include <array>
@@ -53,13 +54,15 @@ enum class PageOp : uint8_t { copy, clear };
 inline constexpr uint64_t kPageBytes = 4096;  // the page of a PageOp (mm's PAGE_SIZE; topology sits below mm)
 inline constexpr EnumNames<PageOp, 2> kPageOpNames{{{{PageOp::copy, "copy"}, {PageOp::clear, "clear"}}}};
 
-// The access pattern of a stream, which sets the bandwidth it gets (likwid-bench's kernels, both counted as bytes
-// read + bytes written): `copy` reads one buffer and writes another, so each written line is first read for
-// ownership (page copies and clears, and read-only passes, which no profile measures apart); `update` reads each line
-// and writes it back in place, so no extra read (a pass that writes struct pages). One core's update stream runs
-// well above its copy stream (kerncraft's Ice Lake-SP file: 24.09 vs 14.51 GB/s); a saturated node gives both alike.
-enum class Stream : uint8_t { copy, update };
-inline constexpr EnumNames<Stream, 2> kStreamNames{{{{Stream::copy, "copy"}, {Stream::update, "update"}}}};
+// The access pattern of a stream, which sets the bandwidth it gets (likwid-bench's kernels, counted as bytes read +
+// bytes written): `copy` reads one buffer and writes another, so each written line is first read for ownership (page
+// copies and clears); `update` reads each line and writes it back in place, so no extra read (a pass that writes
+// struct pages); `load` only reads (a pass that reads struct pages). One core's update and load streams run above its
+// copy stream, which spends half its traffic on writes (kerncraft's Ice Lake-SP file: update 24.09, load 15.37, copy
+// 14.51 GB/s; this project's AMD host: update about 38 against copy 17-23); a saturated node gives them about alike.
+enum class Stream : uint8_t { copy, update, load };
+inline constexpr EnumNames<Stream, 3> kStreamNames{
+    {{{Stream::copy, "copy"}, {Stream::update, "update"}, {Stream::load, "load"}}}};
 
 class CostModel {
  public:
@@ -119,8 +122,8 @@ class CostModel {
   void forget(const void* p, uint64_t bytes);
   // Streaming `bytes` to or from node `node`'s memory in pattern `s` (a sync point): at the core's bandwidth for that
   // pattern or the node's share of its own, whichever is lower, the node being shared by the bulk work running on it
-  // at that time. A profile without the update figures (bandwidth_gbs.core_update, node_update) streams updates at
-  // the copy figures.
+  // at that time. A profile without a pattern's own figures (bandwidth_gbs.core_update, node_update, core_load,
+  // node_load) streams it at the copy figures.
   void bulk(uint64_t bytes, int node, Stream s) { stream(bytes, node, 0, s); }
   // `op` on `n` 4 KiB pages of node `node` (a sync point): the bulk transfer of their bytes (read and written: 2 x
   // 4 KiB a page), but never faster than one core does the op on cold pages, the profile's page_ns (latency-bound:
@@ -190,7 +193,7 @@ class CostModel {
   std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
   vt::vtime wakeup_ps_ = 0;
   size_t misses_in_flight_ = 1;                    // misses_in_flight.core rounded down (at least 1); 1 without it
-  std::array<double, 2> core_gbs_{}, node_gbs_{};  // per Stream: bandwidth_gbs.core / node (and their _update)
+  std::array<double, 3> core_gbs_{}, node_gbs_{};  // per Stream: bandwidth_gbs.core / node (and _update, _load)
   std::array<vt::vtime, 2> page_ps_{};             // per PageOp; 0 when the profile has no page_ns
   double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
   std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync
