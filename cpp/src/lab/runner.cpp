@@ -223,16 +223,16 @@ Params with_grow_fit(const ScenarioDef& def, std::map<std::string, Value> params
   }
 }
 
-// Why a run of `params` with the caller's grow_fit over them would not fit the host's memory with a quarter to spare
-// (the memory available moves between runs), "grow_fit: memory: ...", or "" when it would: the runner's own check
-// before prepare(), on the scenario object alone. Parameters the scenario or the model refuse (more workers than model
-// PUs) throw std::invalid_argument "grow_fit: ...".
-std::string grow_misfit(const ScenarioDef& def, const std::map<std::string, Value>& params, const RunOptions& opt) {
+// Why a run of `params` with the caller's grow_fit over them on `machine` (the run's model_machine()) would not fit
+// the host's memory with a quarter to spare (the memory available moves between runs), "grow_fit: memory: ...", or ""
+// when it would: the runner's own check before prepare(), on the scenario object alone. Parameters the scenario or the
+// model refuse (more workers than model PUs) throw std::invalid_argument "grow_fit: ...".
+std::string grow_misfit(const ScenarioDef& def, const std::map<std::string, Value>& params, const Machine& machine,
+                        const RunOptions& opt) {
   if (opt.grow_fit.empty()) return "";
   const Params fit = with_grow_fit(def, params, opt);
   try {
     const std::unique_ptr<Scenario> sc = def.make(fit);
-    const Machine machine = model_machine(opt);
     check_run_memory(*sc, machine, int(sc->place(machine, opt.placement).size()), opt, 0.25);
   } catch (const MemoryRefused& e) {
     return std::string("grow_fit: ") + e.what();
@@ -337,26 +337,31 @@ Params check_run(const std::string& scenario, const std::map<std::string, Value>
 RunResult run(const std::string& scenario_name, const std::map<std::string, Value>& given, const RunOptions& opt) {
   Params resolved = check_run(scenario_name, given, opt);
   const ScenarioDef& def = find_scenario(scenario_name);
+  const auto run_resolved = [&] {
+    const std::unique_ptr<Scenario> sc = def.make(resolved);
+    RunResult r = run_scenario(*sc, def.name, resolved, opt);
+    r.provenance.emplace_back("kernel", def.kernel);
+    return r;
+  };
+  if (!opt.grow) return run_resolved();
   std::map<std::string, Value> params = resolved.values();
-  // A size already too big for grow_fit is not grown; a grow_fit that cannot run throws before anything runs.
-  std::string why_stopped = opt.grow ? grow_misfit(def, params, opt) : "";
-  std::unique_ptr<Scenario> sc = def.make(resolved);
-  RunResult r = run_scenario(*sc, def.name, resolved, opt);
-  r.provenance.emplace_back("kernel", def.kernel);
-  if (!opt.grow) return r;
+  const Machine machine = model_machine(opt);
+  // A grow_fit that cannot run throws before anything runs; a size already too big for it is not grown.
+  std::string misfit = grow_misfit(def, params, machine, opt);
+  RunResult r = run_resolved();
   const SizeParam size = def.size(resolved);
   const ParamSpec& spec =
       *std::find_if(def.params.begin(), def.params.end(), [&](const ParamSpec& p) { return p.name == size.name; });
   const int64_t first = resolved.i(size.name);
   int grown = 0;
-  while (why_stopped.empty() && !r.stopped && short_run(r, opt)) {
+  std::string why_stopped;  // why a run still too short was not grown further
+  while (!r.stopped && short_run(r, opt)) {
     const int64_t now = resolved.i(size.name);
-    int64_t next = grown_size(now, r.elapsed_s, opt.min_time_s, spec, size.step);
-    std::string misfit;
+    int64_t next = misfit.empty() ? grown_size(now, r.elapsed_s, opt.min_time_s, spec, size.step) : now;
     try {
       while (next > now) {  // cut a quarter of the step at a time until a run with grow_fit fits
         params[size.name] = next;
-        misfit = grow_misfit(def, params, opt);
+        misfit = grow_misfit(def, params, machine, opt);
         if (misfit.empty()) break;
         next = now + (next - now) / 4 * 3 / size.step * size.step;
       }
@@ -365,9 +370,7 @@ RunResult run(const std::string& scenario_name, const std::map<std::string, Valu
         break;
       }
       resolved = Params::resolve(def.params, params, def.name);
-      sc = def.make(resolved);
-      r = run_scenario(*sc, def.name, resolved, opt);
-      r.provenance.emplace_back("kernel", def.kernel);
+      r = run_resolved();
     } catch (const std::invalid_argument& e) {  // the grown size does not fit (memory, topology): keep the last one
       why_stopped = e.what();
       break;

@@ -529,6 +529,27 @@ def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool
                  lockstat_repeats=1, retries=0 if quick else 2, **fixed)  # fmt: skip
 
 
+def grown(scenario: str, *, workers_param: str, workers: Sequence[int], min_time_s: float, **params: Any) -> dict:
+    """The parameters a study's sweep runs with: ``params`` with the scenario's size grown by one real pilot run at
+    the fewest ``workers`` until that run lasts ``min_time_s`` (more workers only take longer, so no timed run is too
+    short), and only as far as a run at the most workers still fits the host's memory (the runner's ``grow_fit``; a
+    size cut for memory leaves the fastest points short: they are flagged and compare n.s., rather than the largest
+    points failing). Returns the grown parameters without the worker count.
+
+    Args:
+        scenario: the scenario.
+        workers_param: its worker-count parameter (``threads``, ``areas``, ...).
+        workers: the worker counts the sweep will run.
+        min_time_s: the shortest run the sweep may time.
+        **params: the scenario's other parameters and run options (e.g. ``topology``).
+    """
+    from .._run import run
+
+    pilot = run(scenario, lockstat=False, min_time_s=min_time_s, grow=True, grow_fit={workers_param: max(workers)},
+                **params, **{workers_param: min(workers)})  # fmt: skip
+    return {k: v for k, v in pilot.params.items() if k != workers_param}
+
+
 def join(parts: Sequence[Any]):
     """Several ``SweepResult`` s as one: run and config numbers shifted so they stay unique, meta of the first with
     every part's meta under ``sweeps``."""

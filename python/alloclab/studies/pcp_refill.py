@@ -33,6 +33,7 @@ from . import (
     against_claim,
     beside,
     counted,
+    grown,
     join,
     load_average,
     lockstat_cost,
@@ -216,13 +217,10 @@ def sweep_orders(
 
 def pilot_count(order: int, count: int, topology: str, most_threads: int = 1) -> int:
     """Blocks per worker at which the sweep's fastest point (one worker, no check) lasts ``MIN_TIME_S``: ``count``
-    grown by one real pilot run (Google Benchmark's rule) as far as a run of ``most_threads`` workers, which needs
-    that many times the memory, still fits the host's (the runner's ``grow_fit``). A count cut for memory leaves the
-    fastest points short of ``MIN_TIME_S``: they are flagged too short and compare n.s., rather than the largest
-    points failing for want of memory."""
-    pilot = run_once("pcp_refill", topology=topology, threads=1, order=order, count=count, check="off", lockstat=False,
-                     min_time_s=MIN_TIME_S, grow=True, grow_fit={"threads": most_threads})  # fmt: skip
-    return int(pilot.params["count"])
+    :func:`grown` for sweeps of 1 to ``most_threads`` workers."""
+    params = grown("pcp_refill", workers_param="threads", workers=[1, most_threads], min_time_s=MIN_TIME_S,
+                   topology=topology, order=order, count=count, check="off")  # fmt: skip
+    return int(params["count"])
 
 
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from .._run import run as run_once
 from ..config import sized
 from ..machines import Machine, machine
 from ..stats import FLAG_COLUMNS, MIN_REPEATS
-from . import StudyResult, fits_host, join, measure, measurement_notes, timed
+from . import StudyResult, fits_host, grown, join, measure, measurement_notes, timed
 
 NAME = "virtual_vs_real"
 TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
@@ -108,19 +108,15 @@ def _workers_param(scenario: str) -> str:
 def _sized_params(
     scenario: str, workers_param: str, workers: list[int], min_time_s: float, quick: bool, variant: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The scenario's parameters (small ones when quick, else its defaults) with ``variant`` over them, its size grown
-    by one real pilot run at the fewest workers until that run lasts ``min_time_s`` (more workers only take longer, so
-    no timed run is too short) and as far as a run at the most workers fits the host's memory, returned without the
-    worker count."""
+    """The scenario's parameters (small ones when quick, else its defaults) with ``variant`` over them, :func:`grown`
+    for ``workers``, returned without the worker count."""
     table = scenarios()
     small = {} if not quick else {
         r.parameter: r.small for r in table[table["scenario"] == scenario].itertuples() if r.small is not None
     }  # fmt: skip
     small |= variant
-    small[workers_param] = min(workers)
-    pilot = run_once(scenario, lockstat=False, min_time_s=min_time_s, grow=True,
-                     grow_fit={workers_param: max(workers)}, **small)  # fmt: skip
-    return {k: v for k, v in pilot.params.items() if k != workers_param}
+    small.pop(workers_param, None)
+    return grown(scenario, workers_param=workers_param, workers=workers, min_time_s=min_time_s, **small)
 
 
 def _label(settings: Mapping[str, Any]) -> str:
