@@ -181,14 +181,14 @@ inline bool page_expected_state(const Page& p, uint64_t check_flags) {
 // The memory side of reading (or writing) the n struct pages from `first`, each a line_access: one page is a tracked
 // line (its coherence state decides the cost); a longer run of the memmap streams from its node's memory at the
 // bandwidth the node can give (the prefetchers turn a memmap walk into a stream): 64 bytes per page read (a load
-// stream), and 128 per page written, an update in place (each line is read, then written back).
+// stream), and 128 per page written, an update in place (each line is read, then written back); the line accesses
+// overlap the stream (CostModel::pass: the slower of the two).
 inline void memmap_access(const Page* first, uint64_t n, bool write) {
   CostModel* m = vcost::active();
   if (!m || n == 0) [[likely]]
     return;
   if (n == 1) return m->touch(first, write);
-  m->charge(Op::line_access, n);
-  m->bulk(n * sizeof(Page) * (write ? 2 : 1), page_to_nid_racy(*first), write ? Stream::update : Stream::load);
+  m->pass(n, n * sizeof(Page) * (write ? 2 : 1), page_to_nid_racy(*first), write ? Stream::update : Stream::load);
 }
 
 // ---- lists ------------------------------------------------------------------------------------------------------

@@ -120,11 +120,17 @@ class CostModel {
   // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
   // live neighbour's state is lost. Charges nothing and is no sync point.
   void forget(const void* p, uint64_t bytes);
-  // Streaming `bytes` to or from node `node`'s memory in pattern `s` (a sync point): at the core's bandwidth for that
-  // pattern or the node's share of its own, whichever is lower, the node being shared by the bulk work running on it
-  // at that time. A profile without a pattern's own figures (bandwidth_gbs.core_update, node_update, core_load,
-  // node_load) streams it at the copy figures.
-  void bulk(uint64_t bytes, int node, Stream s) { stream(bytes, node, 0, s); }
+  // A pass in pattern `s` over `n` lines of node `node`'s memory whose addresses do not depend on each other's data
+  // (a memmap walk), moving `bytes` as likwid-bench counts them (a sync point). The bytes stream at the core's
+  // bandwidth for that pattern or the node's share of its own, whichever is lower, the node being shared by the bulk
+  // work running on it at that time; a profile without a pattern's own figures (bandwidth_gbs.core_update,
+  // node_update, core_load, node_load) streams it at the copy figures. The core's work on the lines, n x line_access,
+  // overlaps the stream (an out-of-order core keeps issuing the next lines' accesses while the prefetched ones
+  // arrive): the pass costs the slower of the two, the roofline bound (Williams, Waterman, Patterson, "Roofline",
+  // CACM 52(4), 2009), never their sum.
+  void pass(uint64_t n, uint64_t bytes, int node, Stream s) {
+    stream(bytes, node, vt::vtime(n) * op_ps_[size_t(Op::line_access)], s);
+  }
   // `op` on `n` 4 KiB pages of node `node` (a sync point): the bulk transfer of their bytes (read and written: 2 x
   // 4 KiB a page), but never faster than one core does the op on cold pages, the profile's page_ns (latency-bound:
   // no prefetcher runs from one page into the next). Without page_ns in the profile, the bulk transfer alone.
