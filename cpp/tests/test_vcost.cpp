@@ -288,10 +288,12 @@ TEST(VirtualCosts, ConcurrentBulkWorkOnOneNodeSharesItsBandwidth) {
   EXPECT_EQ(two_nodes[1], one);
 }
 
-// A pass that writes struct pages updates each line in place (read, then written back: 128 bytes a page) and streams
-// at the profile's update bandwidth; a read pass (64 bytes a page) at its load bandwidth; a profile without those
-// figures streams both at the copy figures. Two writers on one node share its update bandwidth. The line accesses
-// overlap the stream: a pass costs its stream, or its n x line_access where the stream is faster, never the sum.
+// A pass that checks, then writes struct pages updates each line in place (read, then written back: 128 bytes a page)
+// and streams at the profile's update bandwidth; a pass that writes them unread (read for ownership, then written
+// back: 128 bytes a page) at its store bandwidth; a read pass (64 bytes a page) at its load bandwidth; a profile
+// without those figures streams each at the copy figures. Two writers on one node share its update bandwidth. The
+// line accesses overlap the stream: a pass costs its stream, or its n x line_access where the stream is faster, never
+// the sum.
 TEST(VirtualCosts, AStructPagePassStreamsAtItsPatternsBandwidth) {
   auto profile = [](bool own, double load_gbs) {
     ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
@@ -300,27 +302,31 @@ TEST(VirtualCosts, AStructPagePassStreamsAtItsPatternsBandwidth) {
       test::profile_number(f, "bandwidth_gbs.node_update", 30);
       test::profile_number(f, "bandwidth_gbs.core_load", load_gbs);
       test::profile_number(f, "bandwidth_gbs.node_load", 90);
+      test::profile_number(f, "bandwidth_gbs.core_store", 10);
+      test::profile_number(f, "bandwidth_gbs.node_store", 80);
     }
     return std::make_shared<MachineProfile>(f);
   };
   // Each figure from a fresh run: a run's node bandwidth stays shared until its bulk work ends.
   vt::vtime lines = 0;  // 512 x line_access
-  const auto pass = [&](bool own, int cpus, bool write, double load_gbs = 16) {
+  const auto pass = [&](bool own, int cpus, Stream s, double load_gbs = 16) {
     VirtualRun v(profile(own, load_gbs), cpus);
     lines = 512 * v.op(Op::line_access);
     auto ms = memory(v, 4096);
-    return v.run(cpus, [&](int cpu) { memmap_access(ms->zone(0).zone_mem_map + 1024 * cpu, 512, write); });
+    return v.run(cpus, [&](int cpu) { memmap_access(ms->zone(0).zone_mem_map + 1024 * cpu, 512, s); });
   };
   const auto at = [](double bytes, double gbs) { return std::vector{vt::vtime(std::llround(bytes / gbs * 1000))}; };
-  EXPECT_EQ(pass(true, 1, true), at(512 * 128, 20));
-  EXPECT_EQ(pass(true, 1, false), at(512 * 64, 16));
+  EXPECT_EQ(pass(true, 1, Stream::update), at(512 * 128, 20));
+  EXPECT_EQ(pass(true, 1, Stream::store), at(512 * 128, 10));
+  EXPECT_EQ(pass(true, 1, Stream::load), at(512 * 64, 16));
   ASSERT_LT(lines, at(512 * 64, 16)[0]);  // so the stream is what those cost
-  EXPECT_EQ(pass(false, 1, true), at(512 * 128, 12));
-  EXPECT_EQ(pass(false, 1, false), at(512 * 64, 12));
-  const std::vector<vt::vtime> both = pass(true, 2, true);
+  EXPECT_EQ(pass(false, 1, Stream::update), at(512 * 128, 12));
+  EXPECT_EQ(pass(false, 1, Stream::store), at(512 * 128, 12));
+  EXPECT_EQ(pass(false, 1, Stream::load), at(512 * 64, 12));
+  const std::vector<vt::vtime> both = pass(true, 2, Stream::update);
   EXPECT_EQ(both[0], at(512 * 128, 20)[0]);  // the first found the node idle
   EXPECT_EQ(both[1], at(512 * 128, 15)[0]);  // the second got half the node's 30 GB/s, less than its core's 20
-  const std::vector<vt::vtime> fast = pass(true, 1, false, 1000);  // a 32 KiB stream of 33 ns
+  const std::vector<vt::vtime> fast = pass(true, 1, Stream::load, 1000);  // a 32 KiB stream of 33 ns
   ASSERT_GT(lines, at(512 * 64, 1000)[0]);
   EXPECT_EQ(fast, std::vector{lines});  // the line accesses are what it costs
 }

@@ -255,8 +255,8 @@ def _wakeup(run: _Run, waker: int, wakee: int) -> _Results:
 
 
 #: The stream patterns of ``bandwidth_gbs`` (its key suffix -> the engine's pattern, what it does, and how many
-#: buffers of :func:`_buffer_bytes` each thread streams over): a copy reads one and writes the other, an update or a
-#: load streams over one of twice the size (the same memory in all).
+#: buffers of :func:`_buffer_bytes` each thread streams over): a copy reads one and writes the other, an update, a load
+#: or a store streams over one of twice the size (the same memory in all).
 _STREAMS = {
     "": ("copy", "memcpy of one buffer into another, bytes read + bytes written (as likwid-bench 'copy')", 2),
     "_update": (
@@ -269,6 +269,12 @@ _STREAMS = {
         "load",
         "one load from every 64-byte line of one buffer (a read-only stream, as a pass reading struct pages), bytes "
         "read (as likwid-bench 'load')",
+        1,
+    ),
+    "_store": (
+        "store",
+        "one store into every 64-byte line of one buffer, never read by the core (as a pass initialising struct "
+        "pages), bytes read for ownership + bytes written (2 x the bytes stored, counted as a copy)",
         1,
     ),
 }

@@ -123,7 +123,7 @@ def fake(monkeypatch):
     measure("transfer_ns", lambda i: TRANSFER[i % N])
     measure("futex_wake_ns", lambda i: FUTEX[i % N])
     measure("bandwidth_gbs", lambda i: 20.0)
-    copy_gbs, by_kind = _core.calibration.bandwidth_gbs, {"copy": 1, "update": 1.75, "load": 1.5}
+    copy_gbs, by_kind = _core.calibration.bandwidth_gbs, {"copy": 1, "update": 1.75, "load": 1.5, "store": 0.75}
     monkeypatch.setattr(_core.calibration, "bandwidth_gbs", lambda kind, *a: copy_gbs(kind, *a) * by_kind[kind])
     measure("misses_in_flight", lambda i: (12.0, 240.0, 20))
     measure("page_op_ns", lambda i: 400.0)
@@ -142,7 +142,8 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
     assert doc["clock"]["ghz"]["value"] == 3.0
     assert {e["value"] for e in doc["op_cycles"].values()} == {3.0}
     assert {k: v["value"] for k, v in doc["bandwidth_gbs"].items()} == {
-        "node": 20.0, "core": 20.0, "node_update": 35.0, "core_update": 35.0, "node_load": 30.0, "core_load": 30.0
+        "node": 20.0, "core": 20.0, "node_update": 35.0, "core_update": 35.0, "node_load": 30.0, "core_load": 30.0,
+        "node_store": 15.0, "core_store": 15.0,
     }  # fmt: skip
     assert doc["misses_in_flight"]["core"]["value"] == 12.0
     order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight page_ns op_cycles"

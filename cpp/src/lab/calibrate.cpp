@@ -297,7 +297,7 @@ double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_
   std::vector<double> gbs;
   uint64_t t0 = 0;
   on_pinned_threads(pus, [&](size_t i) {
-    // First touch after pinning: the pages come from the thread's own node. An update or a load needs no second buffer.
+    // First touch after pinning: the pages come from the thread's own node. Only a copy needs a second buffer.
     char* dst = static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread));
     char* src = copy ? static_cast<char*>(std::aligned_alloc(4096, bytes_per_thread)) : nullptr;
     if (!dst || (copy && !src)) {  // leave both barriers so that the other threads do not wait for this one
@@ -319,6 +319,10 @@ double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_
           for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
             *reinterpret_cast<uint64_t*>(dst + off) += 1;
           break;
+        case Stream::store:  // each line written, never read by the core (read for ownership by the cache)
+          for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
+            *reinterpret_cast<uint64_t*>(dst + off) = off;
+          break;
         case Stream::load:  // independent loads: the core keeps as many in flight as it can
           for (size_t off = 0; off + sizeof(uint64_t) <= bytes_per_thread; off += 64)
             sum += *reinterpret_cast<const uint64_t*>(dst + off);
@@ -327,7 +331,8 @@ double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_
       escape(dst);
       asm volatile("" : : "r"(sum));
       finish.arrive_and_wait();
-      const double counted = double((kind == Stream::load ? 1 : 2) * bytes_per_thread * n);  // read (+ written)
+      // Read (+ written; a store's line is read for ownership, then written)
+      const double counted = double((kind == Stream::load ? 1 : 2) * bytes_per_thread * n);
       if (i == 0 && t > 0) gbs.push_back(counted / elapsed_ns(t0, clock_ticks()));
     }
     std::free(src);

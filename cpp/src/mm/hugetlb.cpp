@@ -131,7 +131,7 @@ Page* Hugetlb::only_alloc_fresh_hugetlb_folio(hstate& h, int cpu, gfp_t gfp_mask
 }
 
 void Hugetlb::init_new_hugetlb_folio(hstate&, Page* folio) {
-  memmap_access(folio, 1, true);
+  memmap_access(folio, 1, Stream::update);
   __folio_set_hugetlb(*folio);
   folio->lru.next = folio->lru.prev = kNoPage;  // INIT_LIST_HEAD(&folio->lru)
   folio->private_ = 0;                          // no HPG flags (subpool and cgroup pointers: not modelled)
@@ -246,7 +246,8 @@ uint64_t Hugetlb::hugetlb_folio_init_tail_vmemmap(Page* folio, unsigned long sta
   if (end_page > start_page) {  // each tail: __init_single_page, then page_ref_freeze's cmpxchg
     vcost::charge(Op::page_init, end_page - start_page);
     vcost::charge(Op::atomic_rmw, end_page - start_page);
-    memmap_access(folio + start_page, end_page - start_page, true);
+    // Written before anything reads them (the cmpxchg finds each line just written): a store stream.
+    memmap_access(folio + start_page, end_page - start_page, Stream::store);
   }
   for (unsigned long i = start_page; i < end_page; ++i) {
     Page& p = folio[i];

@@ -249,7 +249,7 @@ void MemorySystem::setup_pagesets() {
 
 void MemorySystem::prep_new_page(Page* page, unsigned order, gfp_t gfp) {
   // post_alloc_hook
-  memmap_access(page, 1, true);
+  memmap_access(page, 1, Stream::update);
   page->private_ = 0;
   set_page_refcounted(*page);
   if ((gfp & __GFP_ZERO) && config_.backing == Backing::real) {
@@ -262,7 +262,7 @@ void MemorySystem::prep_new_page(Page* page, unsigned order, gfp_t gfp) {
     __set_bit(*page, PG_head);
     const uint64_t head = (page_to_pfn(page) << 1) | 1;
     const uint64_t n = uint64_t(1) << order;
-    memmap_access(page + 1, n - 1, true);  // prep_compound_tail on each tail
+    memmap_access(page + 1, n - 1, Stream::store);  // prep_compound_tail on each tail: written, not read
     for (uint64_t i = 1; i < n; i++) {
       page[i].mapping = TAIL_MAPPING;
       page[i].compound_head = head;
@@ -394,7 +394,7 @@ int MemorySystem::alloc_pages_bulk(int cpu, int nid, gfp_t gfp, int nr_pages, Pa
 bool MemorySystem::free_pages_prepare(Zone& zone, Page* page, unsigned order, bool check_free) {
   const bool checks = zone.check_mode != CheckMode::off;  // v6.4+: only with check_pages_enabled
   int bad = 0;
-  memmap_access(page, 1, true);
+  memmap_access(page, 1, Stream::update);
   if (order) {
     const bool compound = PageHead(*page);
     if (compound && page[1].index != order) {  // VM_BUG_ON_PAGE(compound_order(page) != order)
@@ -403,7 +403,7 @@ bool MemorySystem::free_pages_prepare(Zone& zone, Page* page, unsigned order, bo
     }
     const uint64_t head = (page_to_pfn(page) << 1) | 1;
     const uint64_t n = uint64_t(1) << order;
-    memmap_access(page + 1, n - 1, true);  // free_tail_pages_check and the flags of each tail
+    memmap_access(page + 1, n - 1, Stream::update);  // free_tail_pages_check and the flags of each tail
     for (uint64_t i = 1; i < n; i++) {
       Page& p = page[i];
       if (compound) {  // free_tail_pages_check
@@ -583,7 +583,7 @@ void MemorySystem::unset_migratetype_isolate(Zone& zone, uint64_t pfn, int migra
   // A free block of pageblock order or more whose buddy is not isolated is taken out and put back, so it merges.
   bool isolated_page = false;
   unsigned order = 0;
-  memmap_access(page, 1, false);
+  memmap_access(page, 1, Stream::load);
   if (PageBuddy_racy(*page)) {
     order = buddy_order(*page);
     if (order >= pageblock_order && order < MAX_PAGE_ORDER) {
@@ -644,7 +644,7 @@ int MemorySystem::test_pages_isolated(uint64_t start_pfn, uint64_t end_pfn) {
   uint64_t pfn = start_pfn;
   while (pfn < end_pfn) {
     Page* page = zone.pfn_to_page(pfn);
-    memmap_access(page, 1, false);
+    memmap_access(page, 1, Stream::load);
     if (!PageBuddy_racy(*page) || page->buddy_list_mt != MIGRATE_ISOLATE) break;
     pfn += uint64_t(1) << buddy_order(*page);
   }

@@ -53,7 +53,7 @@ int isolate_migratepages_block(MigrateContext& mc, compact_control& cc, uint64_t
       }
     }
     Page* page = zone.pfn_to_page(low_pfn);
-    memmap_access(page, 1, false);
+    memmap_access(page, 1, Stream::load);
     // Skip free pages: the racy buddy_order_unsafe() read the kernel does (the range is isolated: only this caller
     // frees into it).
     if (PageBuddy(*page)) {
@@ -93,7 +93,7 @@ int isolate_migratepages_block(MigrateContext& mc, compact_control& cc, uint64_t
 int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newpage, Page* page) {
   if (!mapping) {  // no page cache: only the isolation reference may be left
     if (page_ref_count(*page) != 1) return -EAGAIN;
-    memmap_access(newpage, 1, true);
+    memmap_access(newpage, 1, Stream::update);
     newpage->index = page->index;
     newpage->mapping = page->mapping;
     return MIGRATEPAGE_SUCCESS;
@@ -108,7 +108,7 @@ int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newp
     return -EAGAIN;
   }
   // Now we know that no one else is looking at the folio: no turning back from here.
-  memmap_access(newpage, 1, true);
+  memmap_access(newpage, 1, Stream::update);
   newpage->index = page->index;
   newpage->mapping = page->mapping;
   get_page(*newpage);  // the cache reference

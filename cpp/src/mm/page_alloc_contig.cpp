@@ -66,7 +66,7 @@ uint64_t isolate_freepages_block(Zone& zone, uint64_t blockpfn, uint64_t end_pfn
       locked = false;
     }
     Page* page = zone.pfn_to_page(blockpfn);
-    memmap_access(page, 1, false);
+    memmap_access(page, 1, Stream::load);
     if (!PageBuddy(*page)) break;  // strict: isolate_fail
     if (!locked) {
       zone.lock_zone(t);
@@ -117,7 +117,7 @@ uint64_t isolate_freepages_range(MemorySystem& ms, Zone& zone, uint64_t start_pf
   // split_map_pages: post_alloc_hook + split_page for every chunk.
   for (auto [page, order] : freelist) {
     const uint64_t n = uint64_t(1) << order;
-    memmap_access(page, n, true);
+    memmap_access(page, n, Stream::store);
     for (uint64_t i = 0; i < n; ++i) {
       page[i].private_ = 0;
       set_page_refcounted(page[i]);
@@ -146,7 +146,7 @@ int test_pages_isolated(MemorySystem& ms, uint64_t start_pfn, uint64_t end_pfn, 
   uint64_t pfn = start_pfn;
   while (pfn < end_pfn) {  // __test_page_isolated_in_pageblock
     const Page* page = zone.pfn_to_page(pfn);
-    memmap_access(page, 1, false);
+    memmap_access(page, 1, Stream::load);
     if (!PageBuddy(*page)) break;
     pfn += uint64_t(1) << buddy_order(*page);
   }
@@ -231,7 +231,7 @@ int alloc_contig_range(MigrateContext& mc, int cpu, uint64_t start, uint64_t end
     outer_start = start;
     for (;;) {
       const Page* head = ms.pfn_to_page(outer_start);
-      memmap_access(head, 1, false);
+      memmap_access(head, 1, Stream::load);
       if (PageBuddy(*head)) break;
       if (++order > MAX_PAGE_ORDER || !zone.zone_spans_pfn(outer_start & (~uint64_t(0) << order))) {
         outer_start = start;

@@ -168,7 +168,7 @@ Page* PageCache::find_get_page(uint64_t index) const {
 int PageCache::add_to_page_cache_locked(Page* page, uint64_t index, RadixTreePreload* preload,
                                         uint64_t* tree_lock_count) {
   get_page(*page);  // page_cache_get: the cache's reference
-  memmap_access(page, 1, true);
+  memmap_access(page, 1, Stream::update);
   page->mapping = mapping_value();
   page->index = index;
   LockToken t;

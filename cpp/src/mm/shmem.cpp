@@ -159,7 +159,7 @@ Page* ShmemFile::alloc_page(ShmemTask& t) {
 }
 
 int ShmemFile::add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, bool lru) {
-  memmap_access(page, 1, true);
+  memmap_access(page, 1, Stream::update);
   __set_bit(*page, PG_locked);  // __set_page_locked: nobody can see the page yet
   RadixTreePreload* preload = nullptr;
   if (cfg_.variant != ShmemVariant::modern) {  // 2.6.35: radix_tree_preload in add_to_page_cache_locked

@@ -76,7 +76,7 @@ Page* find_buddy_page_pfn(Zone& zone, Page* page, uint64_t pfn, unsigned order, 
   // one, and nothing exists past it.
   if (!zone.zone_spans_pfn(bpfn)) return nullptr;
   Page* buddy = page + (int64_t(bpfn) - int64_t(pfn));
-  memmap_access(buddy, 1, false);
+  memmap_access(buddy, 1, Stream::load);
   // page_is_buddy (same zone by construction). PageBuddy is only set under zone->lock, which we hold: once it is
   // seen, private is stable.
   if (PageBuddy_racy(*buddy) && buddy_order(*buddy) == order) return buddy;
@@ -283,7 +283,7 @@ int move_freepages_block(Zone& zone, Page* page, int migratetype, int* num_movab
     p += uint64_t(1) << order;
     pages_moved += 1 << order;
   }
-  memmap_access(zone.pfn_to_page(start_pfn), visited, false);  // the struct pages the walk read
+  memmap_access(zone.pfn_to_page(start_pfn), visited, Stream::load);  // the struct pages the walk read
   return pages_moved;
 }
 
@@ -292,7 +292,7 @@ bool split_free_page_outside(Zone& zone, uint64_t pfn, uint64_t lo, uint64_t hi)
     const uint64_t head_pfn = pfn & ~((uint64_t(1) << order) - 1);
     if (!zone.zone_spans_pfn(head_pfn)) return false;
     Page* head = zone.pfn_to_page(head_pfn);
-    memmap_access(head, 1, false);
+    memmap_access(head, 1, Stream::load);
     if (!PageBuddy_racy(*head) || buddy_order(*head) != order) continue;
     if (head_pfn >= lo && head_pfn + (uint64_t(1) << order) <= hi) return false;
     const int list_mt = int(head->buddy_list_mt);
@@ -382,12 +382,12 @@ bool check_new_pages(Zone& zone, Page* page, unsigned order) {
   const uint64_t n = uint64_t(1) << order;
   for (uint64_t i = 0; i < n; i++) {
     if (__builtin_expect(!page_expected_state(page[i], PAGE_FLAGS_CHECK_AT_PREP | __PG_HWPOISON), 0)) {
-      memmap_access(page, i + 1, false);
+      memmap_access(page, i + 1, Stream::load);
       bad_page(zone, page + i);
       return true;
     }
   }
-  memmap_access(page, n, false);
+  memmap_access(page, n, Stream::load);
   return false;
 }
 

@@ -52,6 +52,8 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "core_update", "GB/s", false},
     {"bandwidth_gbs", "node_load", "GB/s", false},
     {"bandwidth_gbs", "core_load", "GB/s", false},
+    {"bandwidth_gbs", "node_store", "GB/s", false},
+    {"bandwidth_gbs", "core_store", "GB/s", false},
     {"misses_in_flight", "core", "lines", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},

@@ -47,15 +47,13 @@
 namespace alloclab::vt {
 
 // The simulator's version, recorded in every virtual-clock result: it changes whenever the same inputs could give
-// different virtual times (the scheduling rule, what a sync point is).
-inline constexpr int kSimulatorVersion = 9;  // 2: a clock read costs Options::clock_read; 3: an MCS pass is two
-                                             // transfers (mcs_pass_at); 4: a lock kind's uncontended ops are its own
-                                             // (LockKindTraits::lock, unlock); 5: independent misses overlap
-                                             // (CostModel::touch_each, misses_in_flight.core); 6: the vmalloc
-                                             // free tree's propagation up a path is one such group; 7:
-                                             // struct page writes stream at the update bandwidth (Stream); 8:
-                                             // struct page reads at the load bandwidth; 9: a struct page
-                                             // pass's line accesses overlap its stream (CostModel::pass)
+// different virtual times (the scheduling rule, what a sync point is). 2: a clock read costs Options::clock_read;
+// 3: an MCS pass is two transfers (mcs_pass_at); 4: a lock kind's uncontended ops are its own (LockKindTraits::lock,
+// unlock); 5: independent misses overlap (CostModel::touch_each, misses_in_flight.core); 6: the vmalloc free tree's
+// propagation up a path is one such group; 7: struct page writes stream at the update bandwidth (Stream); 8: struct
+// page reads at the load bandwidth; 9: a struct page pass's line accesses overlap its stream (CostModel::pass); 10:
+// struct pages written unread stream at the store bandwidth.
+inline constexpr int kSimulatorVersion = 10;
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.

@@ -61,9 +61,10 @@ double futex_wake_ns(int waker_pu, int wakee_pu, int samples, int sleep_us);
 // Bandwidth (GB/s, 1e9 B/s, bytes read + bytes written) of one thread per PU of `pus` streaming in pattern `kind`
 // over its own `bytes_per_thread` of node-local memory (first touch after pinning): Stream::copy copies one buffer
 // into another (memcpy, as likwid-bench 'copy'); Stream::update adds one into every 64-byte line of one buffer, so
-// that each line is read and written back (as likwid-bench 'update', and as a pass writing struct pages);
-// Stream::load loads one word of every line (as likwid-bench 'load', and as a pass reading struct pages). Best of
-// `trials`.
+// that each line is read and written back (as likwid-bench 'update', and as a pass that checks, then writes struct
+// pages); Stream::load loads one word of every line (as likwid-bench 'load', and as a pass reading struct pages);
+// Stream::store stores one word into every line, unread (as a pass initialising struct pages; counted as a copy is,
+// 2 x the bytes: each line read for ownership, then written back). Best of `trials`.
 double bandwidth_gbs(Stream kind, const std::vector<int>& pus, size_t bytes_per_thread, int trials);
 
 // The memory-level parallelism of one core, as misses_in_flight measures it.

@@ -178,17 +178,19 @@ inline bool page_expected_state(const Page& p, uint64_t check_flags) {
 }
 
 // ---- the cost of struct page accesses in a virtual-clock run ----------------------------------------------------
-// The memory side of reading (or writing) the n struct pages from `first`, each a line_access: one page is a tracked
-// line (its coherence state decides the cost); a longer run of the memmap streams from its node's memory at the
-// bandwidth the node can give (the prefetchers turn a memmap walk into a stream): 64 bytes per page read (a load
-// stream), and 128 per page written, an update in place (each line is read, then written back); the line accesses
-// overlap the stream (CostModel::pass: the slower of the two).
-inline void memmap_access(const Page* first, uint64_t n, bool write) {
+// The memory side of a pass `s` over the n struct pages from `first`, each a line_access: Stream::load reads them,
+// Stream::update reads then writes each (checks, read-modify-writes), Stream::store writes them without reading
+// (initialisation). One page is a tracked line (its coherence state decides the cost; any pattern but load writes
+// it); a longer run of the memmap streams from its node's memory at the bandwidth the node can give the pattern (the
+// prefetchers turn a memmap walk into a stream): 64 bytes per page loaded, 128 per page written (read, or read for
+// ownership, then written back); the line accesses overlap the stream (CostModel::pass: the slower of the two).
+inline void memmap_access(const Page* first, uint64_t n, Stream s) {
   CostModel* m = vcost::active();
   if (!m || n == 0) [[likely]]
     return;
+  const bool write = s != Stream::load;
   if (n == 1) return m->touch(first, write);
-  m->pass(n, n * sizeof(Page) * (write ? 2 : 1), page_to_nid_racy(*first), write ? Stream::update : Stream::load);
+  m->pass(n, n * sizeof(Page) * (write ? 2 : 1), page_to_nid_racy(*first), s);
 }
 
 // ---- lists ------------------------------------------------------------------------------------------------------

@@ -57,12 +57,16 @@ inline constexpr EnumNames<PageOp, 2> kPageOpNames{{{{PageOp::copy, "copy"}, {Pa
 // The access pattern of a stream, which sets the bandwidth it gets (likwid-bench's kernels, counted as bytes read +
 // bytes written): `copy` reads one buffer and writes another, so each written line is first read for ownership (page
 // copies and clears); `update` reads each line and writes it back in place, so no extra read (a pass that writes
-// struct pages); `load` only reads (a pass that reads struct pages). One core's update and load streams run above its
-// copy stream, which spends half its traffic on writes (kerncraft's Ice Lake-SP file: update 24.09, load 15.37, copy
-// 14.51 GB/s; this project's AMD host: update about 38 against copy 17-23); a saturated node gives them about alike.
-enum class Stream : uint8_t { copy, update, load };
-inline constexpr EnumNames<Stream, 3> kStreamNames{
-    {{{Stream::copy, "copy"}, {Stream::update, "update"}, {Stream::load, "load"}}}};
+// struct pages and reads them first); `load` only reads (a pass that reads struct pages); `store` only writes, so each
+// line is read for ownership, then written back, counted as a copy is (a pass that writes struct pages without
+// reading them: prep_compound_page's tails). One core's update and load streams run above its copy stream, which
+// spends half its traffic on writes (kerncraft's Ice Lake-SP file: update 24.09, load 15.37, copy 14.51 GB/s; this
+// project's AMD host: update about 38 against copy 17-23); a core's store stream runs near its copy stream, as both
+// are bound by the stores that miss (this project's Intel host, 2026-12-05: store 19.2, copy 24.0, update 29.5
+// GB/s); a saturated node gives them about alike.
+enum class Stream : uint8_t { copy, update, load, store };
+inline constexpr EnumNames<Stream, 4> kStreamNames{
+    {{{Stream::copy, "copy"}, {Stream::update, "update"}, {Stream::load, "load"}, {Stream::store, "store"}}}};
 
 class CostModel {
  public:
@@ -124,10 +128,10 @@ class CostModel {
   // (a memmap walk), moving `bytes` as likwid-bench counts them (a sync point). The bytes stream at the core's
   // bandwidth for that pattern or the node's share of its own, whichever is lower, the node being shared by the bulk
   // work running on it at that time; a profile without a pattern's own figures (bandwidth_gbs.core_update,
-  // node_update, core_load, node_load) streams it at the copy figures. The core's work on the lines, n x line_access,
-  // overlaps the stream (an out-of-order core keeps issuing the next lines' accesses while the prefetched ones
-  // arrive): the pass costs the slower of the two, the roofline bound (Williams, Waterman, Patterson, "Roofline",
-  // CACM 52(4), 2009), never their sum.
+  // node_update, core_load, node_load, core_store, node_store) streams it at the copy figures. The core's work on the
+  // lines, n x line_access, overlaps the stream (an out-of-order core keeps issuing the next lines' accesses while the
+  // prefetched ones arrive): the pass costs the slower of the two, the roofline bound (Williams, Waterman, Patterson,
+  // "Roofline", CACM 52(4), 2009), never their sum.
   void pass(uint64_t n, uint64_t bytes, int node, Stream s) {
     stream(bytes, node, vt::vtime(n) * op_ps_[size_t(Op::line_access)], s);
   }
@@ -198,8 +202,9 @@ class CostModel {
   std::array<vt::vtime, kNrOps> op_ps_{};
   std::vector<vt::vtime> transfer_ps_;  // [a * n + b] over the virtual CPUs
   vt::vtime wakeup_ps_ = 0;
-  size_t misses_in_flight_ = 1;                    // misses_in_flight.core rounded down (at least 1); 1 without it
-  std::array<double, 3> core_gbs_{}, node_gbs_{};  // per Stream: bandwidth_gbs.core / node (and _update, _load)
+  size_t misses_in_flight_ = 1;  // misses_in_flight.core rounded down (at least 1); 1 without it
+  // Per Stream: bandwidth_gbs.core and node, or their _update, _load, _store figures.
+  std::array<double, kStreamNames.names.size()> core_gbs_{}, node_gbs_{};
   std::array<vt::vtime, 2> page_ps_{};             // per PageOp; 0 when the profile has no page_ns
   double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
   std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync

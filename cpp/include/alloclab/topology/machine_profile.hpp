@@ -134,7 +134,7 @@ class MachineProfile {
   const std::map<std::string, std::string>& sources() const { return sources_; }
   // Throws std::invalid_argument naming the key when the profile has no such number.
   double value(const std::string& key) const;
-  // An optional number (misses_in_flight, page_ns, the update bandwidths): `otherwise` when the profile has none.
+  // An optional number (misses_in_flight, page_ns, the bandwidths of a pattern): `otherwise` when the profile has none.
   double value_or(const std::string& key, double otherwise) const {
     const auto it = values_.find(key);
     return it == values_.end() ? otherwise : it->second;
