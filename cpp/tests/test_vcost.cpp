@@ -343,7 +343,7 @@ TEST(VirtualCosts, APageOpCostsItsPageNsOrItsBandwidthWhicheverIsLonger) {
     return std::make_shared<MachineProfile>(f);
   };
   const auto ops = [](VirtualRun& v, int cpus, PageOp op, uint64_t n) {
-    return v.run(cpus, [&](int) { vcost::pages(op, n, 0); });
+    return v.run(cpus, [&](int) { vcost::pages(op, n, {0}); });
   };
   const auto stream = [](uint64_t n) { return vt::vtime(std::llround(double(n) * 2 * 4096 / 12 * 1000)); };  // 12 GB/s
   const vt::vtime stream_one = stream(1);                                          // 682.667 ns
@@ -361,6 +361,43 @@ TEST(VirtualCosts, APageOpCostsItsPageNsOrItsBandwidthWhicheverIsLonger) {
   const std::vector<vt::vtime> both = ops(v, 2, PageOp::copy, 1);
   EXPECT_EQ(both[0], 900 * kNs);  // the first found the node idle
   EXPECT_EQ(both[1], stream_shared);
+}
+
+// A clear writes lines it never reads: a store stream, at the profile's store figures. Pages that follow one another
+// pay page_ns once: a run of contiguous frames pays it for its first page only, and a run that starts where the same
+// CPU's previous page op ended (same node, the next frame; for a copy, the next frame read as well as written) pays
+// none; pages whose frames are not given pay it each.
+TEST(VirtualCosts, PagesThatFollowOneAnotherPayTheColdPageLatencyOnce) {
+  ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+  test::profile_number(f, "page_ns.clear", 900);  // above a page's stream, so what the floor charges shows
+  test::profile_number(f, "page_ns.copy", 1500);
+  test::profile_number(f, "bandwidth_gbs.core_store", 16);
+  test::profile_number(f, "bandwidth_gbs.node_store", 64);
+  const auto profile = std::make_shared<MachineProfile>(f);
+  const vt::vtime stream = vt::vtime(std::llround(2 * 4096 / 16.0 * 1000));       // 512 ns a page at 16 GB/s
+  const vt::vtime copy_stream = vt::vtime(std::llround(2 * 4096 / 12.0 * 1000));  // at the copy figure, 12 GB/s
+  const auto clears = [&](std::vector<std::pair<uint64_t, uint64_t>> runs) {      // (first frame, pages) each
+    VirtualRun v(profile, 1);
+    return v.run(1, [&](int) {
+      for (const auto& [pfn, n] : runs) vcost::pages(PageOp::clear, n, PageFrame{0, pfn});
+    })[0];
+  };
+  EXPECT_EQ(clears({{kNoPfn, 4}}), 4 * 900 * kNs);  // scattered: each page cold
+  EXPECT_EQ(clears({{8, 4}}), 4 * stream);          // contiguous: one cold page (900 ns), below the run's stream
+  EXPECT_EQ(clears({{8, 1}, {9, 1}, {10, 2}}), 900 * kNs + 3 * stream);        // each run follows the last
+  EXPECT_EQ(clears({{8, 1}, {10, 1}, {9, 1}}), 3 * 900 * kNs);                 // a gap, then a step back
+  const auto copies = [&](std::vector<std::pair<uint64_t, uint64_t>> pages) {  // (frame written, frame read) each
+    VirtualRun v(profile, 1);
+    return v.run(1, [&](int) {
+      for (const auto& [to, from] : pages) vcost::pages(PageOp::copy, 1, PageFrame{0, to}, PageFrame{0, from});
+    })[0];
+  };
+  EXPECT_EQ(copies({{8, 100}, {9, 101}}), 1500 * kNs + copy_stream);  // both sides follow
+  EXPECT_EQ(copies({{8, 100}, {9, 200}}), 2 * 1500 * kNs);            // the read side jumps
+  // Another CPU's page op is not this CPU's predecessor.
+  VirtualRun v(profile, 2);
+  const std::vector<vt::vtime> two = v.run(2, [&](int cpu) { vcost::pages(PageOp::clear, 1, PageFrame{0, 8u + cpu}); });
+  EXPECT_EQ(two, (std::vector<vt::vtime>{900 * kNs, 900 * kNs}));
 }
 
 // CPU 0 faults page 0 in and spends 100 us clearing it while it holds the page locked; CPU 1 reads the same page

@@ -253,7 +253,7 @@ void MemorySystem::prep_new_page(Page* page, unsigned order, gfp_t gfp) {
   page->private_ = 0;
   set_page_refcounted(*page);
   if ((gfp & __GFP_ZERO) && config_.backing == Backing::real) {
-    vcost::pages(PageOp::clear, uint64_t(1) << order, page_to_nid(*page));
+    vcost::pages(PageOp::clear, uint64_t(1) << order, page_frame(page));
     std::memset(page_address(page), 0, PAGE_SIZE << order);  // clear_highpage for each page
   }
   if (order && (gfp & __GFP_COMP)) {

@@ -127,7 +127,7 @@ int folio_migrate_mapping(compact_control& cc, AddressSpace* mapping, Page* newp
 void folio_migrate_copy(MigrateContext& mc, Page* newpage, Page* page) {
   if (mc.ms.config().backing == Backing::real) {
     // folio_copy -> copy_highpage: a 4 KiB memcpy, charged in virtual time at the profile's copy cost.
-    vcost::pages(PageOp::copy, 1, page_to_nid(*newpage));
+    vcost::pages(PageOp::copy, 1, mc.ms.page_frame(newpage), mc.ms.page_frame(page));
     std::memcpy(mc.ms.page_address(newpage), mc.ms.page_address(page), PAGE_SIZE);
   } else {
     spin_for_ticks(mc.copy_ticks);

@@ -178,7 +178,7 @@ int ShmemFile::add_to_page_cache_lru(ShmemTask& t, Page* page, uint64_t idx, boo
 void ShmemFile::clear_highpage(Page* page) {
   if (!cfg_.clear) return;
   if (backing_) {
-    vcost::pages(PageOp::clear, 1, page_to_nid_atomic(*page));
+    vcost::pages(PageOp::clear, 1, ms_.page_frame(page));
     std::memset(page_address(page), 0, PAGE_SIZE);
   } else {
     spin_for_ticks(clear_ticks_);
@@ -240,7 +240,7 @@ Page* ShmemFile::shmem_dir_alloc(ShmemTask& t) {
   page->private_ = 0;  // set_page_private(page, 0): swap entries in use in this index page
   if (!backing_) {
     // The 4 KiB of zeroes, as the allocator's __GFP_ZERO clears them with real backing (write-allocate).
-    vcost::pages(PageOp::clear, 1, t.nid);
+    vcost::pages(PageOp::clear, 1, {t.nid});
     auto* dir = new (std::align_val_t(kCacheLine)) uint64_t[ENTRIES_PER_PAGE]();
     vcost::forget(dir, PAGE_SIZE);
     page->index = reinterpret_cast<uint64_t>(dir);

@@ -54,6 +54,7 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     throw std::invalid_argument("host_ghz: " + std::to_string(host_ghz) + " (allowed: > 0, the host's clock)");
   host_to_profile_ = host_ghz / ghz;
   host_mark_.assign(n, 0);
+  next_frame_.assign(n, {});
   bulk_ends_.assign(size_t(topo.nr_nodes()), {});
   lines_.assign(size_t(1) << 16, LineState{});
 }
@@ -164,8 +165,15 @@ void CostModel::touch_each(std::span<const void* const> lines, bool write) {
       lines.size(), [lines](size_t i) { return lines[i]; }, write);
 }
 
-void CostModel::pages(PageOp op, uint64_t n, int node) {
-  stream(2 * n * kPageBytes, node, vt::vtime(n) * page_ps_[size_t(op)], Stream::copy);
+void CostModel::pages(PageOp op, uint64_t n, PageFrame to, PageFrame from) {
+  const bool copy = op == PageOp::copy;
+  uint64_t cold = n;  // the pages that follow no page of this CPU's
+  if (n > 0 && to.pfn != kNoPfn && (!copy || from.pfn != kNoPfn)) {
+    std::array<PageFrame, 2>& next = next_frame_.at(size_t(vt::current_cpu()));
+    cold = next[0] == to && (!copy || next[1] == from) ? 0 : 1;
+    next = {PageFrame{to.node, to.pfn + n}, copy ? PageFrame{from.node, from.pfn + n} : PageFrame{}};
+  }
+  stream(2 * n * kPageBytes, to.node, vt::vtime(cold) * page_ps_[size_t(op)], copy ? Stream::copy : Stream::store);
 }
 
 void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least, Stream s) {

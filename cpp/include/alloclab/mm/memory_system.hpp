@@ -151,6 +151,11 @@ class MemorySystem {
   uint64_t node_present_pages(int nid) const { return nodes_.at(size_t(nid)).pages; }
   Zone& page_zone(const Page* p) const { return *nodes_[size_t(page_to_nid(*p))].zone; }
   uint64_t page_to_pfn(const Page* p) const { return page_zone(p).page_to_pfn(p); }
+  // `p` as a page op's cost sees it (vcost::pages): its node, read as other CPUs' flag updates allow, and frame.
+  PageFrame page_frame(const Page* p) const {
+    const int nid = page_to_nid_racy(*p);
+    return {nid, nodes_[size_t(nid)].zone->page_to_pfn(p)};
+  }
   Page* pfn_to_page(uint64_t pfn) const;  // nullptr outside every node
   bool pfn_valid(uint64_t pfn) const { return pfn_to_page(pfn) != nullptr; }
   void* page_address(const Page* p) const;  // nullptr without real backing

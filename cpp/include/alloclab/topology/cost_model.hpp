@@ -53,6 +53,14 @@ inline constexpr EnumNames<Costs, 2> kCostsNames{{{{Costs::table, "table"}, {Cos
 enum class PageOp : uint8_t { copy, clear };
 inline constexpr uint64_t kPageBytes = 4096;  // the page of a PageOp (mm's PAGE_SIZE; topology sits below mm)
 inline constexpr EnumNames<PageOp, 2> kPageOpNames{{{{PageOp::copy, "copy"}, {PageOp::clear, "clear"}}}};
+// The first page of a page op's run of pages: its node and frame number; kNoPfn where the pages are not contiguous,
+// or not known.
+inline constexpr uint64_t kNoPfn = ~uint64_t(0);
+struct PageFrame {
+  int node = -1;
+  uint64_t pfn = kNoPfn;
+  bool operator==(const PageFrame&) const = default;
+};
 
 // The access pattern of a stream, which sets the bandwidth it gets (likwid-bench's kernels, counted as bytes read +
 // bytes written): `copy` reads one buffer and writes another, so each written line is first read for ownership (page
@@ -135,10 +143,16 @@ class CostModel {
   void pass(uint64_t n, uint64_t bytes, int node, Stream s) {
     stream(bytes, node, vt::vtime(n) * op_ps_[size_t(Op::line_access)], s);
   }
-  // `op` on `n` 4 KiB pages of node `node` (a sync point): the bulk transfer of their bytes (read and written: 2 x
-  // 4 KiB a page), but never faster than one core does the op on cold pages, the profile's page_ns (latency-bound:
-  // no prefetcher runs from one page into the next). Without page_ns in the profile, the bulk transfer alone.
-  void pages(PageOp op, uint64_t n, int node);
+  // `op` on `n` 4 KiB pages written from frame `to` (a copy reads them from frame `from`) (a sync point): the bulk
+  // transfer of their bytes (read and written: 2 x 4 KiB a page; a clear is a store stream, a copy a copy stream) on
+  // the written node, but never faster than one core does the op on cold scattered pages, the profile's page_ns per
+  // page (latency-bound: no prefetcher runs from one page into the next), except where one page follows another:
+  // when the frames are given, the n pages are contiguous, those after the first follow it, and the first follows
+  // the calling CPU's previous page op when every run it touches (the written one; a copy's read one too) starts
+  // where that op's ended, so the prefetchers run on and only the pages that follow nothing pay page_ns (on this
+  // project's AMD host clear_page takes 137 ns a page in ascending order, 430 in random order; copy_page 380 and
+  // 630). A page without its frame pays page_ns. Without page_ns in the profile, the bulk transfer alone.
+  void pages(PageOp op, uint64_t n, PageFrame to, PageFrame from = {});
   // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
   void restart_host_clock();
 
@@ -205,11 +219,12 @@ class CostModel {
   size_t misses_in_flight_ = 1;  // misses_in_flight.core rounded down (at least 1); 1 without it
   // Per Stream: bandwidth_gbs.core and node, or their _update, _load, _store figures.
   std::array<double, kStreamNames.names.size()> core_gbs_{}, node_gbs_{};
-  std::array<vt::vtime, 2> page_ps_{};             // per PageOp; 0 when the profile has no page_ns
-  double host_to_profile_ = 1;                     // measured costs: host ns x this = profile ns
-  std::vector<uint64_t> host_mark_;                // measured costs: host ticks at each CPU's last sync
-  std::vector<std::vector<vt::vtime>> bulk_ends_;  // per node: when the bulk work running on it ends
-  std::vector<LineState> lines_;                   // open addressing, power-of-two size
+  std::array<vt::vtime, 2> page_ps_{};                // per PageOp; 0 when the profile has no page_ns
+  std::vector<std::array<PageFrame, 2>> next_frame_;  // per CPU: the frames just above its last page op's (to, from)
+  double host_to_profile_ = 1;                        // measured costs: host ns x this = profile ns
+  std::vector<uint64_t> host_mark_;                   // measured costs: host ticks at each CPU's last sync
+  std::vector<std::vector<vt::vtime>> bulk_ends_;     // per node: when the bulk work running on it ends
+  std::vector<LineState> lines_;                      // open addressing, power-of-two size
   size_t nr_lines_ = 0;
 };
 
@@ -256,10 +271,10 @@ inline void touch_each(std::span<T> objs, bool write) {
   if (current_costs()) [[unlikely]]
     if (CostModel* m = active()) m->touch_each(objs.data(), objs.size(), sizeof(T), write);
 }
-// copy_page or clear_page on `n` 4 KiB pages of node `node` (CostModel::pages).
-inline void pages(PageOp op, uint64_t n, int node) {
+// clear_page on `n` 4 KiB pages written from frame `to`, or copy_page from frame `from` (CostModel::pages).
+inline void pages(PageOp op, uint64_t n, PageFrame to, PageFrame from = {}) {
   if (current_costs()) [[unlikely]]
-    if (CostModel* m = active()) m->pages(op, n, node);
+    if (CostModel* m = active()) m->pages(op, n, to, from);
 }
 inline void forget(const void* p, uint64_t bytes) {
   if (current_costs()) [[unlikely]]

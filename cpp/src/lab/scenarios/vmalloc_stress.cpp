@@ -726,7 +726,7 @@ class VmallocStress final : public Scenario {
       vm = std::exchange(slot, nullptr);
       ++ws.stack_cache_hits;
       // memset(s->addr, 0, THREAD_SIZE): stale pointers
-      vcost::pages(PageOp::clear, THREAD_SIZE / mm::PAGE_SIZE, ctx.slot.model_node);
+      vcost::pages(PageOp::clear, THREAD_SIZE / mm::PAGE_SIZE, {ctx.slot.model_node});
       break;
     }
     if (!vm) {
@@ -781,7 +781,7 @@ class VmallocStress final : public Scenario {
       free_one(slot, c, vm->addr);
       return false;
     }
-    if (gfp & mm::__GFP_ZERO) vcost::pages(PageOp::clear, nr, nid);
+    if (gfp & mm::__GFP_ZERO) vcost::pages(PageOp::clear, nr, {nid});
     spin_for_ticks(map_ticks_per_page_ * nr);
     return true;
   }
