@@ -44,12 +44,12 @@ void register_calibration(py::module_& m) {
       "(misses in flight, latency ns, best K): see calibrate.hpp");
   c.def(
       "page_op_ns",
-      [](const std::string& op, int pu, size_t bytes, int trials) {
+      [](const std::string& op, int pu, size_t bytes, int trials, bool ascending) {
         const PageOp o = kPageOpNames.parse(op, "op");
         py::gil_scoped_release nogil;
-        return calibration::page_op_ns(o, pu, bytes, trials);
+        return calibration::page_op_ns(o, ascending, pu, bytes, trials);
       },
-      py::arg("op"), py::arg("pu"), py::arg("bytes"), py::arg("trials"));
+      py::arg("op"), py::arg("pu"), py::arg("bytes"), py::arg("trials"), py::arg("ascending") = false);
   c.def("core_ghz", &calibration::core_ghz, py::arg("pu"), py::arg("trials"), nogil);
   c.def("op_ns", &calibration::op_ns, py::arg("pu"), py::arg("trials"), py::arg("ops"), nogil);
 }

@@ -400,6 +400,32 @@ TEST(VirtualCosts, PagesThatFollowOneAnotherPayTheColdPageLatencyOnce) {
   EXPECT_EQ(two, (std::vector<vt::vtime>{900 * kNs, 900 * kNs}));
 }
 
+// With page_ns.<op>_ascending in the profile, a page that follows the one before pays that figure where it is above
+// the page's stream, and the stream where it is below; a page that follows nothing still pays page_ns.<op>.
+TEST(VirtualCosts, PagesThatFollowOneAnotherPayTheAscendingFigure) {
+  ProfileFields f = test::profile_fields("package:1 numa:1 l3:1 core:2 pu:1", {"same_llc"});
+  test::profile_number(f, "page_ns.clear", 900);
+  test::profile_number(f, "page_ns.clear_ascending", 700);  // above the 512 ns store stream of a page
+  test::profile_number(f, "page_ns.copy", 1500);
+  test::profile_number(f, "page_ns.copy_ascending", 300);  // below the 683 ns copy stream of a page
+  test::profile_number(f, "bandwidth_gbs.core_store", 16);
+  test::profile_number(f, "bandwidth_gbs.node_store", 64);
+  VirtualRun v(std::make_shared<MachineProfile>(f), 1);
+  const vt::vtime copy_stream = vt::vtime(std::llround(2 * 4096 / 12.0 * 1000));
+  vt::vtime clears = 0, copies = 0;
+  v.run(1, [&](int) {
+    vcost::pages(PageOp::clear, 4, PageFrame{0, 8});   // one cold page, three that follow it
+    vcost::pages(PageOp::clear, 1, PageFrame{0, 12});  // follows the run
+    vcost::pages(PageOp::clear, 1, PageFrame{0, 3});   // follows nothing
+    clears = vt::Simulator::current()->now();
+    vcost::pages(PageOp::copy, 1, PageFrame{0, 20}, PageFrame{0, 100});
+    vcost::pages(PageOp::copy, 1, PageFrame{0, 21}, PageFrame{0, 101});
+    copies = vt::Simulator::current()->now() - clears;
+  });
+  EXPECT_EQ(clears, 900 * kNs + 3 * 700 * kNs + 700 * kNs + 900 * kNs);
+  EXPECT_EQ(copies, 1500 * kNs + copy_stream);
+}
+
 // CPU 0 faults page 0 in and spends 100 us clearing it while it holds the page locked; CPU 1 reads the same page
 // 50 us in, finds it in the page cache, locked, and sleeps until CPU 0's unlock_page wakes it one futex wake-up later
 // (it would notice within a PAUSE if it polled).

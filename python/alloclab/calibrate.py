@@ -326,14 +326,18 @@ def _page_ns(run: _Run, pu: int) -> _Results:
     trials = run.size("bandwidth_trials")
     size = _buffer_bytes(_core.calibration.host_llc_bytes(), 1, run.quick)
     out = {}
+    orders = {
+        "": "taken in a fixed random order, so each page is cold and no prefetcher runs into the next",
+        "_ascending": "taken in ascending order, each the next page after the one before, on both sides of a copy",
+    }
     for op, what in (("copy", "memcpy of one page to another"), ("clear", "memset of one page to zero")):
-        ns = _core.calibration.page_op_ns(op, pu, size, trials)
-        how = (
-            f"{what} (copy_page / clear_page), the 4 KiB pages taken in a fixed random order from 2 x "
-            f"{size // _MIB} MiB first touched on PU {pu}, so each page is cold and no prefetcher runs into the "
-            f"next; median of {trials} passes over every page"
-        )
-        out[f"page_ns.{op}"] = run.result(ns, how, f"page_ns.{op}: {ns:.0f} ns")
+        for suffix, order in orders.items():
+            ns = _core.calibration.page_op_ns(op, pu, size, trials, ascending=bool(suffix))
+            how = (
+                f"{what} (copy_page / clear_page), the 4 KiB pages of 2 x {size // _MIB} MiB first touched on PU "
+                f"{pu} {order}; median of {trials} passes over every page"
+            )
+            out[f"page_ns.{op}{suffix}"] = run.result(ns, how, f"page_ns.{op}{suffix}: {ns:.0f} ns")
     return out
 
 

@@ -35,7 +35,8 @@ def test_calibrate_quick_writes_a_profile_that_loads_back(tmp_path):
     assert {k.split(".")[1] for k in values if k.startswith("op_cycles.")} == OPS
     assert {k.split(".")[1] for k in values if k.startswith("transfer_ns.")} == set(m.classes)
     assert {"clock.ghz", "wakeup_ns.futex", "bandwidth_gbs.node", "bandwidth_gbs.core"} <= set(values)
-    assert {"page_ns.copy", "page_ns.clear", "misses_in_flight.core"} <= set(values)
+    assert {"page_ns.copy", "page_ns.clear", "page_ns.copy_ascending", "page_ns.clear_ascending"} <= set(values)
+    assert "misses_in_flight.core" in values
     assert values["misses_in_flight.core"] >= 1
     for source in m.fields["source"]:
         assert source.startswith("calibrated on ") and " with alloclab calibrate on " in source
@@ -113,9 +114,9 @@ def fake(monkeypatch):
         return sum(name == "core_ghz" for name, _ in calls) - 1
 
     def measure(name, value):
-        def f(*args):
-            calls.append((name, args))
-            return value(run_index())
+        def f(*args, **kwargs):
+            calls.append((name, args + tuple(kwargs.items())))
+            return value(run_index(), **kwargs)
 
         monkeypatch.setattr(_core.calibration, name, f)
 
@@ -126,7 +127,7 @@ def fake(monkeypatch):
     copy_gbs, by_kind = _core.calibration.bandwidth_gbs, {"copy": 1, "update": 1.75, "load": 1.5, "store": 0.75}
     monkeypatch.setattr(_core.calibration, "bandwidth_gbs", lambda kind, *a: copy_gbs(kind, *a) * by_kind[kind])
     measure("misses_in_flight", lambda i: (12.0, 240.0, 20))
-    measure("page_op_ns", lambda i: 400.0)
+    measure("page_op_ns", lambda i, ascending: 300.0 if ascending else 400.0)
     measure("op_ns", lambda i: [(op, OP_NS[i % N]) for op in _core.op_names()])
     return calls
 
@@ -146,6 +147,11 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
         "node_store": 15.0, "core_store": 15.0,
     }  # fmt: skip
     assert doc["misses_in_flight"]["core"]["value"] == 12.0
+    assert {k: v["value"] for k, v in doc["page_ns"].items()} == {
+        "copy": 400.0, "copy_ascending": 300.0, "clear": 400.0, "clear_ascending": 300.0
+    }  # fmt: skip
+    assert "taken in ascending order" in doc["page_ns"]["copy_ascending"]["source"]
+    assert "fixed random order" in doc["page_ns"]["copy"]["source"]
     order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight page_ns op_cycles"
     assert [k for k, v in doc.items() if isinstance(v, dict)] == order.split()  # the profile's section order
 

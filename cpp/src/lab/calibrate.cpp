@@ -431,7 +431,7 @@ MissesInFlight misses_in_flight(int pu, size_t bytes, int trials, size_t misses)
 
 // ---- 4 KiB page copies and clears ---------------------------------------------------------------------------------
 
-double page_op_ns(PageOp op, int pu, size_t bytes, int trials) {
+double page_op_ns(PageOp op, bool ascending, int pu, size_t bytes, int trials) {
   if (bytes < 2 * mm::PAGE_SIZE || trials < 1)
     throw std::invalid_argument("bytes: " + std::to_string(bytes) + " bytes, " + std::to_string(trials) +
                                 " trials (allowed: at least 8192 bytes and one trial)");
@@ -444,12 +444,13 @@ double page_op_ns(PageOp op, int pu, size_t bytes, int trials) {
     char* dst = dst_buffer.data();
     std::memset(src, 1, pages * mm::PAGE_SIZE);
     std::memset(dst, 0, pages * mm::PAGE_SIZE);
-    // Two independent random orders: no page follows its neighbour, so no prefetcher runs ahead into the next one.
+    // Ascending: each page the next frame after the one before, on both sides. Random: two independent random
+    // orders, so no page follows its neighbour and no prefetcher runs ahead into the next one.
     Rng rng(0x70616765ull);  // fixed: the same orders on every run
     std::vector<uint32_t> from(pages), to(pages);
     std::iota(from.begin(), from.end(), 0u);
     std::iota(to.begin(), to.end(), 0u);
-    for (size_t i = pages - 1; i > 0; --i) {
+    for (size_t i = pages - 1; i > 0 && !ascending; --i) {
       std::swap(from[i], from[rng.below(i + 1)]);
       std::swap(to[i], to[rng.below(i + 1)]);
     }

@@ -49,7 +49,8 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     node_gbs_[size_t(st)] = profile_->value_or("bandwidth_gbs.node" + suffix, node_copy);
   }
   for (const auto& [op, name] : kPageOpNames.names)
-    page_ps_[size_t(op)] = ps(profile_->value_or("page_ns." + std::string(name), 0));
+    page_ps_[size_t(op)] = {ps(profile_->value_or("page_ns." + std::string(name), 0)),
+                            ps(profile_->value_or("page_ns." + std::string(name) + "_ascending", 0))};
   if (!(host_ghz > 0))
     throw std::invalid_argument("host_ghz: " + std::to_string(host_ghz) + " (allowed: > 0, the host's clock)");
   host_to_profile_ = host_ghz / ghz;
@@ -173,7 +174,9 @@ void CostModel::pages(PageOp op, uint64_t n, PageFrame to, PageFrame from) {
     cold = next[0] == to && (!copy || next[1] == from) ? 0 : 1;
     next = {PageFrame{to.node, to.pfn + n}, copy ? PageFrame{from.node, from.pfn + n} : PageFrame{}};
   }
-  stream(2 * n * kPageBytes, to.node, vt::vtime(cold) * page_ps_[size_t(op)], copy ? Stream::copy : Stream::store);
+  const PageCost& c = page_ps_[size_t(op)];
+  stream(2 * n * kPageBytes, to.node, vt::vtime(cold) * c.cold + vt::vtime(n - cold) * c.ascending,
+         kPageOpStream[size_t(op)]);
 }
 
 void CostModel::stream(uint64_t bytes, int node, vt::vtime at_least, Stream s) {

@@ -59,6 +59,8 @@ constexpr FieldSpec kFields[] = {
     {"dram_ns", "remote", "ns", false},
     {"page_ns", "copy", "ns", false},
     {"page_ns", "clear", "ns", false},
+    {"page_ns", "copy_ascending", "ns", false},
+    {"page_ns", "clear_ascending", "ns", false},
 #define ALLOCLAB_OP_FIELD(name) {"op_cycles", #name, "cycles", true},
     ALLOCLAB_OPS(ALLOCLAB_OP_FIELD)
 #undef ALLOCLAB_OP_FIELD

@@ -83,10 +83,10 @@ struct MissesInFlight {
 MissesInFlight misses_in_flight(int pu, size_t bytes, int trials, size_t misses);
 
 // ns per 4 KiB page op `op` (copy: memcpy, clear: memset to zero) on host PU `pu`, over buffers of `bytes` (source and
-// destination each) first touched on that PU, the pages taken in a fixed random order: the median over `trials` passes
-// over every page. Throws std::invalid_argument naming "bytes" for fewer than two pages or no trial, "pu" for a bad
-// index.
-double page_op_ns(PageOp op, int pu, size_t bytes, int trials);
+// destination each) first touched on that PU, the pages taken in a fixed random order, or (`ascending`) each the next
+// page after the one before (page_ns.<op>_ascending): the median over `trials` passes over every page. Throws
+// std::invalid_argument naming "bytes" for fewer than two pages or no trial, "pu" for a bad index.
+double page_op_ns(PageOp op, bool ascending, int pu, size_t bytes, int trials);
 
 // Core clock (GHz) of host PU `pu` from a dependent add chain timed by the thread's CPU time (so that a busy host's
 // other tasks do not slow it), median of `trials`. Returns 0 where no such chain is

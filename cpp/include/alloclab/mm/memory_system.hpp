@@ -154,7 +154,7 @@ class MemorySystem {
   // `p` as a page op's cost sees it (vcost::pages): its node, read as other CPUs' flag updates allow, and frame.
   PageFrame page_frame(const Page* p) const {
     const int nid = page_to_nid_racy(*p);
-    return {nid, nodes_[size_t(nid)].zone->page_to_pfn(p)};
+    return {nid, zone(nid).page_to_pfn(p)};
   }
   Page* pfn_to_page(uint64_t pfn) const;  // nullptr outside every node
   bool pfn_valid(uint64_t pfn) const { return pfn_to_page(pfn) != nullptr; }

@@ -21,7 +21,8 @@
 // only when it is full; the model keeps each node's migration on its node.
 // Virtual time: the isolation walk reads each struct page, the refcount freeze/unfreeze are atomic RMWs, the page
 // cache slot is one xarray step, and folio_copy with real backing is a copy_page (vcost::pages: the profile's
-// page_ns.copy, or its bandwidth for 4 KiB read + 4 KiB written, whichever takes longer).
+// page_ns.copy, or page_ns.copy_ascending where the page follows the one copied before, or its bandwidth for 4 KiB
+// read + 4 KiB written, whichever takes longer).
 // Leaves out: the page lock (PG_locked, folio_trylock), rmap (try_to_migrate / remove_migration_ptes: the pages are
 // not mapped), anon pages, non-LRU movable pages, THP and hugetlb folios, memcg (mem_cgroup_migrate), writeback
 // waits, reclaim_clean_pages_from_list (shmem pages are not clean file pages), NR_ISOLATED_* counters,

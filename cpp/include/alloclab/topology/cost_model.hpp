@@ -75,6 +75,8 @@ struct PageFrame {
 enum class Stream : uint8_t { copy, update, load, store };
 inline constexpr EnumNames<Stream, 4> kStreamNames{
     {{{Stream::copy, "copy"}, {Stream::update, "update"}, {Stream::load, "load"}, {Stream::store, "store"}}}};
+// The stream of a PageOp's bytes, per PageOp: a copy reads one page and writes another; a clear writes a page unread.
+inline constexpr std::array<Stream, 2> kPageOpStream{Stream::copy, Stream::store};
 
 class CostModel {
  public:
@@ -145,13 +147,15 @@ class CostModel {
   }
   // `op` on `n` 4 KiB pages written from frame `to` (a copy reads them from frame `from`) (a sync point): the bulk
   // transfer of their bytes (read and written: 2 x 4 KiB a page; a clear is a store stream, a copy a copy stream) on
-  // the written node, but never faster than one core does the op on cold scattered pages, the profile's page_ns per
-  // page (latency-bound: no prefetcher runs from one page into the next), except where one page follows another:
-  // when the frames are given, the n pages are contiguous, those after the first follow it, and the first follows
-  // the calling CPU's previous page op when every run it touches (the written one; a copy's read one too) starts
-  // where that op's ended, so the prefetchers run on and only the pages that follow nothing pay page_ns (on this
-  // project's AMD host clear_page takes 137 ns a page in ascending order, 430 in random order; copy_page 380 and
-  // 630). A page without its frame pays page_ns. Without page_ns in the profile, the bulk transfer alone.
+  // the written node, but never faster than one core does the op page by page: page_ns.<op> for a page that follows
+  // nothing (cold scattered pages, latency-bound: no prefetcher runs from one page into the next), and
+  // page_ns.<op>_ascending for a page that follows the one before. When the frames are given, the n pages are
+  // contiguous, those after the first follow it, and the first follows the calling CPU's previous page op when every
+  // run it touches (the written one; a copy's read one too) starts where that op's ended. A page without its frame
+  // follows nothing. How much following saves is the host's own: on this project's AMD host clear_page takes 137 ns
+  // a page in ascending order against 430 in random order (copy_page 380 and 630), near the bandwidth bound; on its
+  // Intel host 500 against 510 (copy_page 640 and 750), well above it. A figure the profile lacks is 0: the bulk
+  // transfer alone bounds those pages.
   void pages(PageOp op, uint64_t n, PageFrame to, PageFrame from = {});
   // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
   void restart_host_clock();
@@ -219,7 +223,11 @@ class CostModel {
   size_t misses_in_flight_ = 1;  // misses_in_flight.core rounded down (at least 1); 1 without it
   // Per Stream: bandwidth_gbs.core and node, or their _update, _load, _store figures.
   std::array<double, kStreamNames.names.size()> core_gbs_{}, node_gbs_{};
-  std::array<vt::vtime, 2> page_ps_{};                // per PageOp; 0 when the profile has no page_ns
+  struct PageCost {
+    vt::vtime cold = 0;       // page_ns.<op>: a page that follows nothing
+    vt::vtime ascending = 0;  // page_ns.<op>_ascending: a page that follows the one before
+  };
+  std::array<PageCost, 2> page_ps_{};                 // per PageOp; 0 where the profile has no such figure
   std::vector<std::array<PageFrame, 2>> next_frame_;  // per CPU: the frames just above its last page op's (to, from)
   double host_to_profile_ = 1;                        // measured costs: host ns x this = profile ns
   std::vector<uint64_t> host_mark_;                   // measured costs: host ticks at each CPU's last sync
