@@ -32,8 +32,8 @@ TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 w
 SCENARIOS: tuple[str, ...] = ()
 SEED = None
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``), with the lock_zoo variant, on
-#: 2026-12-03: quick 17:49 UTC, full 18:04 UTC (with the 9-run calibration).
-ESTIMATED_S = {"quick": 35.8, "full": 377}
+#: 2026-12-03: quick 17:49 UTC; full 443 s on 2026-12-06 at 03:23 UTC (the 9-run calibration with both page orders).
+ESTIMATED_S = {"quick": 35.8, "full": 443}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
