@@ -58,7 +58,7 @@ TITLE = "hugetlb_boot: serial vs padata on the seed's two machines (virtual) and
 SCENARIOS = ("hugetlb_boot",)
 SEED = "hugetlb-padata-parallel-init"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 2.6, "full": 237}
+ESTIMATED_S = {"quick": 2.1, "full": 105}
 
 #: The seed's table as the patch quotes it (whitespace collapsed, as in the seed file).
 _QUOTE = (

@@ -73,7 +73,7 @@ TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs m
 SCENARIOS = ("shmem_fault",)
 SEED = "shmem-prealloc-fault"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 4.2, "full": 122}
+ESTIMATED_S = {"quick": 2.9, "full": 86.8}
 
 VARIANTS = ("lock_twice", "prealloc", "ramfs", "modern")
 PATTERNS = ("disjoint", "overlap")

@@ -56,7 +56,7 @@ TITLE = "vmalloc busy lock twice -> once, v6.7 vs v6.9+ vmap_nodes: ops/s and bu
 SCENARIOS = ("vmalloc_stress",)
 SEED = "vmalloc-busy-lock-once"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 6.6, "full": 756}
+ESTIMATED_S = {"quick": 4.8, "full": 497}
 
 #: The seed thread's figures: stress-ng --pthread bogo ops/s. v6.7 on Ice Lake (Huang Rulin, 2024-02-09): patched /
 #: original in percent; mm-unstable with vmap_nodes (2024-02-22): the gain in percent, 160 vCPUs Ice Lake and 224
