@@ -27,7 +27,7 @@ from . import _core
 from ._checks import check_int
 from .machines import UNITS, profile_fields
 
-__all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "calibrate", "to_toml"]
+__all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "Spread", "calibrate", "calibrate_with_spread", "to_toml"]
 
 _MIB = 1 << 20
 
@@ -55,6 +55,8 @@ REPEATS_RANGE = (1, 50)
 #: A number whose IQR exceeds this fraction of its median is named in the description: as wide as the +-25 % band
 #: in which virtual_vs_real accepts a virtual time, so such a number cannot carry that claim.
 WIDE_SPREAD = 0.25
+#: A number's spread across the runs: its first quartile, median and third quartile.
+Spread = tuple[float, float, float]
 #: One round's measurements: ``{"section.field": (value, how it was measured)}``.
 _Results = dict[str, tuple[float, str]]
 
@@ -84,6 +86,20 @@ def calibrate(
             only) or the result is not a valid profile.
         RuntimeError: a measurement thread could not be pinned to its PU.
     """
+    return calibrate_with_spread(quick=quick, repeats=repeats, name=name, description=description, log=log)[0]
+
+
+def calibrate_with_spread(
+    *,
+    quick: bool = False,
+    repeats: int | None = None,
+    name: str = "host",
+    description: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, Spread]]:
+    """:func:`calibrate` (the same arguments, errors and profile), and the numbers whose IQR exceeds
+    :data:`WIDE_SPREAD` of their median, ``{"section.field": (q1, median, q3)}``: what the description names, for
+    a caller that must know which numbers cannot carry a claim (an empty dict with ``repeats=1``)."""
     runs = check_int("repeats", REPEATS[1 if quick else 0] if repeats is None else repeats, *REPEATS_RANGE)
     cpu = _cpu_model()
     when = dt.datetime.now(dt.UTC).date().isoformat()
@@ -119,7 +135,7 @@ def calibrate(
     }
     doc = header | doc
     _core.MachineProfile(*profile_fields(doc))  # the engine's checks, before anything is written
-    return doc
+    return doc, wide
 
 
 def to_toml(doc: dict[str, Any]) -> str:
@@ -174,11 +190,11 @@ def _measure_all(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]], pu: 
     return out
 
 
-def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], list[str]]:
+def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], dict[str, Spread]]:
     """The profile sections from the rounds: each number the median of its runs, its source ``how`` and the spread;
-    also the numbers whose IQR exceeds :data:`WIDE_SPREAD` of the median, as ``"section.field (NN %)"``."""
+    also the numbers whose IQR exceeds :data:`WIDE_SPREAD` of the median, with their quartiles."""
     doc: dict[str, dict[str, Any]] = {}
-    wide = []
+    wide: dict[str, Spread] = {}
     for key, (_, how) in rounds[0].items():
         section, field = key.split(".")
         values = [r[key][0] for r in rounds]
@@ -193,20 +209,22 @@ def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], list[
                 f"range {_num(min(values))}-{_num(max(values))} {unit}"
             )
             if median > 0 and (q3 - q1) / median > WIDE_SPREAD:
-                wide.append(f"{key} ({100 * (q3 - q1) / median:.0f} %)")
+                wide[key] = (float(q1), float(median), float(q3))
         if run.log and len(values) > 1:
             run.log(f"{key}: {_num(median)} {unit} ({spread})")
         doc.setdefault(section, {})[field] = {"value": float(_num(median)), "source": f"{run.stamp}: {how}; {spread}"}
     return doc, wide
 
 
-def _spread_summary(runs: int, wide: list[str]) -> str:
+def _spread_summary(runs: int, wide: dict[str, Spread]) -> str:
     """The description's sentence on the runs and the numbers whose spread is wide."""
     if runs == 1:
         return "one run of every measurement (repeats=1), so no spread was measured"
     band = f"IQR above {100 * WIDE_SPREAD:.0f} % of the median"
     return f"each number the median of {runs} interleaved runs of every measurement; " + (
-        f"WIDE SPREAD ({band}): {', '.join(wide)}" if wide else f"no number has an {band}"
+        f"WIDE SPREAD ({band}): {', '.join(f'{k} ({100 * (q3 - q1) / m:.0f} %)' for k, (q1, m, q3) in wide.items())}"
+        if wide
+        else f"no number has an {band}"
     )
 
 

@@ -11,7 +11,7 @@ from test_cli import alloclab
 
 import alloclab as al
 from alloclab import _core
-from alloclab.calibrate import _OP_HOW, _SIZES, REPEATS, calibrate, to_toml
+from alloclab.calibrate import _OP_HOW, _SIZES, REPEATS, calibrate, calibrate_with_spread, to_toml
 
 OPS = set(_core.op_names())  # the engine's op list (ALLOCLAB_OPS); test_machines.py pins it
 
@@ -171,6 +171,13 @@ def test_sources_name_the_runs_and_their_spread(fake):
         "WIDE SPREAD (IQR above 25 % of the median): clock.ghz (33 %), wakeup_ns.futex (58 %)"
     )
     assert tomllib.loads(to_toml(doc)) == doc
+
+
+def test_the_numbers_of_wide_spread_come_with_their_quartiles(fake):
+    doc, wide = calibrate_with_spread(repeats=N)
+    assert wide == {"clock.ghz": (2.0, 3.0, 3.0), "wakeup_ns.futex": (5500.0, 6000.0, 9000.0)}
+    assert doc == calibrate(repeats=N) | {"description": doc["description"]}  # the same profile as calibrate()'s
+    assert calibrate_with_spread(repeats=1)[1] == {}
 
 
 def test_one_run_says_that_no_spread_was_measured(fake):
