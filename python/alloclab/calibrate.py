@@ -27,7 +27,16 @@ from . import _core
 from ._checks import check_int
 from .machines import UNITS, profile_fields
 
-__all__ = ["REPEATS", "REPEATS_RANGE", "WIDE_SPREAD", "Spread", "calibrate", "calibrate_with_spread", "to_toml"]
+__all__ = [
+    "REPEATS",
+    "REPEATS_RANGE",
+    "WIDE_SPREAD",
+    "Spread",
+    "calibrate",
+    "calibrate_with_spread",
+    "host_transfers",
+    "to_toml",
+]
 
 _MIB = 1 << 20
 
@@ -245,6 +254,15 @@ def _clock(run: _Run, pu: int) -> _Results:
     else:
         raise ValueError("calibrate: cannot tell this host's clock (no add-chain measurement, no /proc/cpuinfo MHz)")
     return {"clock.ghz": run.result(ghz, how, f"clock: {ghz:.3f} GHz")}
+
+
+def host_transfers(quick: bool = False) -> dict[str, float]:
+    """One measurement of this host's line-transfer latency per distance class, taken as :func:`calibrate` takes it
+    (the same PU pairs, samples and round trips of the mode): ``{"transfer_ns.<class>": ns}``. For a caller that must
+    know whether the host still matches its profile (a VM's vCPUs may change places between runs)."""
+    run = _Run(quick, "", None)
+    pairs = _core.calibration.host_transfer_pairs(run.size("pairs_per_class"))
+    return {key: ns for key, (ns, _) in _transfers(run, pairs).items()}
 
 
 def _transfers(run: _Run, pairs: list[tuple[str, list[tuple[int, int]]]]) -> _Results:

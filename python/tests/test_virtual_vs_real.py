@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from alloclab.machines import machine
 from alloclab.studies import virtual_vs_real as vvr
 
 
@@ -68,13 +69,29 @@ def test_a_variant_row_names_its_settings():
     assert vvr._case(pd.Series(vvr._row("pcp_refill", 1, {}, runs([1.0] * 5), 1.0))) == "pcp_refill"
 
 
-def test_a_shared_number_of_wide_spread_leaves_only_the_1_worker_rows():
+def test_unsteady_shared_numbers_leave_only_the_1_worker_rows():
+    # A 1-worker run never transfers a line or wakes a waiter, so only rows with more workers lose their reference.
+    why = ["the host's transfer_ns.same_llc read 55-124 around the real runs, the profile's 53.8"]
+    one = vvr._row("s", 1, {}, runs([1.0] * 6), virtual_s=1.0, unsteady=why)
+    two = vvr._row("s", 2, {}, runs([1.0] * 6), virtual_s=1.0, unsteady=why)
+    assert (one["verdict"], two["verdict"], two["why"]) == ("within", "n.s.", why[0])
+
+
+def test_a_shared_number_of_wide_spread_is_unsteady():
     # The AMD VM of 2026-12-06: the CAS ping-pong between its two vCPUs read 23-27 ns in some calibration runs and
-    # 124 ns in others. A 1-worker run never transfers a line, so only rows with more workers lose their reference.
+    # 124 ns in others. The clock is no shared number: its spread does not void a 2-worker row.
     wide = {"transfer_ns.same_llc": (26.7, 123.0, 124.0), "op_cycles.pause": (90.0, 99.0, 130.0)}
-    one = vvr._row("s", 1, {}, runs([1.0] * 6), virtual_s=1.0, wide=wide)
-    two = vvr._row("s", 2, {}, runs([1.0] * 6), virtual_s=1.0, wide=wide)
-    assert (one["verdict"], two["verdict"]) == ("within", "n.s.")
-    assert two["why"] == (
+    assert vvr._unsteady(machine("host"), wide, []) == [
         "the host's transfer_ns.same_llc varied 26.7-124 (IQR, median 123) across the calibration's runs"
-    )
+    ]
+
+
+def test_a_line_transfer_that_moved_around_the_real_runs_is_unsteady():
+    host = machine("host")
+    assert host.value("transfer_ns.same_llc") == 53.8
+    steady = [{"transfer_ns.same_llc": 55.0}, {"transfer_ns.same_llc": 60.0}]  # within 25 % of 53.8
+    assert vvr._unsteady(host, {}, steady) == []
+    moved = [{"transfer_ns.same_llc": 55.0, "transfer_ns.same_core": 9.0}, {"transfer_ns.same_llc": 124.0}]
+    assert vvr._unsteady(host, {}, moved) == [  # a class the profile lacks is not compared
+        "the host's transfer_ns.same_llc read 55-124 around the real runs, the profile's 53.8"
+    ]

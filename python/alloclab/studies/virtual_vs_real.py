@@ -9,16 +9,18 @@ its runs, with its spread in the source), so the profile describes the machine a
 shipped ``host`` profile. No seed publishes these figures, so ``PUBLISHED`` is empty, and a ratio outside the band
 is reported as a miss, never tuned away. Noise is not a finding either way: a row is ``within`` or a ``miss`` only when
 the real median's 95 % confidence interval (distribution-free, :func:`scipy.stats.quantile_test`) puts the virtual
-time on the same side of the band for every value in it, and, at 2 workers, when the calibration measured the numbers
-only CPUs working together use (:data:`SHARED_NUMBERS`) with a narrow spread: a VM whose vCPUs change places between
-runs has no one line-transfer latency (this project's AMD VM, 2026-12-06: 23-27 ns in some runs, 124 ns in others), so
-no one profile describes its 2-worker runs. Otherwise the row is ``n.s.`` and ``why`` says which.
+time on the same side of the band for every value in it, and, at 2 workers, only when the numbers CPUs use only
+when they work together (:data:`SHARED_NUMBERS`) held still: the calibration measured them with a narrow spread, and
+the line transfer between the host's PUs, measured again before and after each scenario's real runs, stayed within
+the band of the profile's figure. A VM whose vCPUs change places has no one line-transfer latency (this project's AMD
+VM, 2026-12-06: 23-27 ns in some runs, 124 ns in others), and no one profile describes its 2-worker runs. Otherwise
+the row is ``n.s.`` and ``why`` says which.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from matplotlib.figure import Figure
 from .. import plot
 from .._catalogue import WORKER_PARAMS, scenarios
 from .._run import run as run_once
-from ..calibrate import Spread, calibrate_with_spread, to_toml
+from ..calibrate import Spread, calibrate_with_spread, host_transfers, to_toml
 from ..config import sized
 from ..machines import Machine, machine
 from ..stats import FLAG_COLUMNS, MIN_REPEATS
@@ -77,14 +79,18 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         counts = [w for w in WORKERS if fits_host(w)]
         for variant in ({}, *VARIANTS.get(scenario, ())):
             fixed = _sized_params(scenario, workers_param, counts, min_time_s, quick, variant)
+            before = host_transfers()  # full size in quick mode too: a probe, not a check of the tool
             result = measure(scenario, grid={workers_param: counts}, repeats=repeats, progress=progress, **fixed)
+            unsteady = _unsteady(profile, wide, [before, host_transfers()])
             parts.append(result)
             real = timed(result.runs)
             for w in counts:
                 virtual = run_once(scenario, clock="virtual", machine=profile, lockstat=False, **fixed,
                                    **{workers_param: w})  # fmt: skip
                 elapsed = float(virtual.summary["elapsed_s"])
-                rows.append(_row(scenario, w, fixed, real[real[workers_param] == w], elapsed, _label(variant), wide))
+                rows.append(
+                    _row(scenario, w, fixed, real[real[workers_param] == w], elapsed, _label(variant), unsteady)
+                )
     table = pd.DataFrame(rows)
     measured = table[table["verdict"] != "n.s."]
     misses = measured[~measured["within"].astype(bool)]
@@ -148,17 +154,17 @@ def _row(
     runs: pd.DataFrame,
     virtual_s: float,
     variant: str = "",
-    wide: Mapping[str, Spread] | None = None,
+    unsteady: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One table row: the real median and IQR over the clean timed ``runs`` beside ``virtual_s``; ``variant`` names
-    the settings of :data:`VARIANTS` the row ran with ("" for the scenario's defaults); ``wide``: the calibration's
-    numbers of wide spread (:func:`~alloclab.calibrate.calibrate_with_spread`).
+    the settings of :data:`VARIANTS` the row ran with ("" for the scenario's defaults); ``unsteady``: why the
+    profile's :data:`SHARED_NUMBERS` did not describe the host while the runs ran (:func:`_unsteady`).
 
     The verdict is ``within`` or ``miss`` only when at least :data:`~alloclab.stats.MIN_REPEATS` clean runs remain,
     none ran oversubscribed (a real median from a shared CPU is no reference), and the verdict is the same for every
     real median in the :data:`CONFIDENCE` interval of the clean runs' median (``real_ci_low_s``, ``real_ci_high_s``;
-    NaN where so few runs cannot bound it), and, with more than one worker, no number of :data:`SHARED_NUMBERS` is
-    in ``wide``; otherwise ``n.s.`` with the reasons in ``why``, and ``within`` is None.
+    NaN where so few runs cannot bound it), and, with more than one worker, ``unsteady`` is empty; otherwise ``n.s.``
+    with the reasons in ``why``, and ``within`` is None.
     """
 
     def mask(column: str) -> pd.Series:
@@ -177,11 +183,7 @@ def _row(
     if oversubscribed.any():
         why.append(f"{int(oversubscribed.sum())} real runs oversubscribed")
     if workers > 1:
-        why += [
-            f"the host's {key} varied {q1:.3g}-{q3:.3g} (IQR, median {m:.3g}) across the calibration's runs"
-            for key, (q1, m, q3) in (wide or {}).items()
-            if key.startswith(SHARED_NUMBERS)
-        ]
+        why += unsteady
     if len(times) < MIN_REPEATS:
         why.append(f"{len(times)} clean real runs of {len(runs)}, need {MIN_REPEATS}")
     elif math.isnan(low):
@@ -209,6 +211,26 @@ def _row(
         "why": "; ".join(why),
         "params": _label(params),
     }
+
+
+def _unsteady(profile: Machine, wide: Mapping[str, Spread], probes: Sequence[Mapping[str, float]]) -> list[str]:
+    """Why ``profile``'s :data:`SHARED_NUMBERS` did not hold still: those the calibration measured with a wide spread
+    (``wide``, :func:`~alloclab.calibrate.calibrate_with_spread`), and the line transfers of ``probes``
+    (:func:`~alloclab.calibrate.host_transfers` around the real runs) outside :data:`TOLERANCE` of the profile's."""
+    reasons = [
+        f"the host's {key} varied {q1:.3g}-{q3:.3g} (IQR, median {m:.3g}) across the calibration's runs"
+        for key, (q1, m, q3) in wide.items()
+        if key.startswith(SHARED_NUMBERS)
+    ]
+    values = profile.values
+    for key in dict.fromkeys(k for probe in probes for k in probe if k in values):
+        read = [probe[key] for probe in probes if key in probe]
+        if any(abs(ns / values[key] - 1) > TOLERANCE for ns in read):
+            reasons.append(
+                f"the host's {key} read {min(read):.3g}-{max(read):.3g} around the real runs, the profile's "
+                f"{values[key]:.3g}"
+            )
+    return reasons
 
 
 def _median_interval(times: pd.Series) -> tuple[float, float]:
