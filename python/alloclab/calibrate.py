@@ -256,11 +256,11 @@ def _clock(run: _Run, pu: int) -> _Results:
     return {"clock.ghz": run.result(ghz, how, f"clock: {ghz:.3f} GHz")}
 
 
-def host_transfers(quick: bool = False) -> dict[str, float]:
-    """One measurement of this host's line-transfer latency per distance class, taken as :func:`calibrate` takes it
-    (the same PU pairs, samples and round trips of the mode): ``{"transfer_ns.<class>": ns}``. For a caller that must
+def host_transfers() -> dict[str, float]:
+    """One measurement of this host's line-transfer latency per distance class, taken as a full :func:`calibrate`
+    takes it (the same PU pairs, samples and round trips): ``{"transfer_ns.<class>": ns}``. For a caller that must
     know whether the host still matches its profile (a VM's vCPUs may change places between runs)."""
-    run = _Run(quick, "", None)
+    run = _Run(False, "", None)
     pairs = _core.calibration.host_transfer_pairs(run.size("pairs_per_class"))
     return {key: ns for key, (ns, _) in _transfers(run, pairs).items()}
 

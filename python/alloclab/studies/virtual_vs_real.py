@@ -79,7 +79,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         counts = [w for w in WORKERS if fits_host(w)]
         for variant in ({}, *VARIANTS.get(scenario, ())):
             fixed = _sized_params(scenario, workers_param, counts, min_time_s, quick, variant)
-            before = host_transfers()  # full size in quick mode too: a probe, not a check of the tool
+            before = host_transfers()  # full size in quick mode too: a probe of the host, not of the tool
             result = measure(scenario, grid={workers_param: counts}, repeats=repeats, progress=progress, **fixed)
             unsteady = _unsteady(profile, wide, [before, host_transfers()])
             parts.append(result)
