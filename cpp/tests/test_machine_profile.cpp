@@ -120,6 +120,25 @@ TEST(MachineProfile, OptionalDramLatencies) {
   EXPECT_TRUE(starts_with(error_of(one), "dram_ns.remote: not allowed: the topology has one NUMA node"));
 }
 
+TEST(MachineProfile, AnLlcSizeNeedsTheDramLatency) {
+  auto f = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
+  number(f, "cache_mib.llc", 35.75);
+  EXPECT_EQ(error_of(f),
+            "cache_mib.llc: needs dram_ns.local, the latency of a line that has left the LLC (allowed: both, or "
+            "neither)");
+  number(f, "dram_ns.local", 81.2);
+  const MachineProfile p(f);
+  EXPECT_EQ(p.value("cache_mib.llc"), 35.75);
+  const PuDistances& d = p.distances();
+  EXPECT_EQ(d.nr_llcs(), 2);  // one L3 per socket
+  EXPECT_EQ(d.llc(0), 0);
+  EXPECT_EQ(d.llc(15), 1);
+  auto zen = fields("package:1 numa:2 l3:2 core:4 pu:1", {"same_llc", "same_node", "remote"});
+  const MachineProfile z(zen);
+  EXPECT_EQ(z.distances().nr_llcs(), 4);
+  EXPECT_EQ(z.distances().llc(13), 3);
+}
+
 TEST(MachineProfile, OptionalPageOpCosts) {
   auto f = fields("package:1 numa:1 l3:1 core:4 pu:1", {"same_llc"});
   EXPECT_THROW(MachineProfile(f).value("page_ns.copy"), std::invalid_argument);  // absent: bandwidth alone

@@ -259,6 +259,106 @@ TEST(VirtualCosts, IndependentLinesOverlapTheirTransfersUpToTheMissesInFlight) {
   EXPECT_EQ(cost_on_cpu1(12.0, 1).first, access + transfer);  // one line: what touch() charges
 }
 
+// Cache capacity: a line stays in the LLC until the LLC of the CPU that used it last has taken in an LLC's worth of
+// lines since (passes and page ops count every line they move; a touch counts a line from memory or another LLC;
+// a hit counts nothing and renews the line), then its next access pays the DRAM latency of its memory's node. The
+// profile: a 64 KiB LLC (1,024 lines) per socket, DRAM 100 ns local and 170 ns remote.
+struct CapacityRun {
+  explicit CapacityRun(bool with_llc, const std::string& topology = "package:2 numa:1 l3:1 core:1 pu:1")
+      : v(profile(with_llc, topology), 2) {}
+  static std::shared_ptr<const MachineProfile> profile(bool with_llc, const std::string& topology) {
+    ProfileFields f = test::profile_fields(topology, {topology.starts_with("package:2") ? "remote" : "same_llc"});
+    if (with_llc) {
+      test::profile_number(f, "cache_mib.llc", 1.0 / 16);
+      test::profile_number(f, "dram_ns.local", 100);
+      if (topology.starts_with("package:2")) test::profile_number(f, "dram_ns.remote", 170);
+    }
+    return std::make_shared<MachineProfile>(f);
+  }
+  // What the accesses cost when run as `steps`: each step is a write of `line` (its cost recorded) or a pass of
+  // `lines` lines (not recorded), by CPU `by` (CPU 1 starts after CPU 0 has finished).
+  struct Step {
+    int by;
+    const void* line;
+    uint64_t lines;
+  };
+  std::vector<vt::vtime> costs(const std::vector<Step>& steps) {
+    std::vector<vt::vtime> out;
+    v.run(2, [&](int cpu) {
+      vt::Simulator& sim = *vt::Simulator::current();
+      if (cpu == 1) {
+        ASSERT_TRUE(sim.block_until(1000 * vt::kMillisecond));
+      }
+      for (const Step& s : steps) {
+        if (s.by != cpu) continue;
+        if (s.line) {
+          const vt::vtime t0 = sim.now();
+          vcost::touch(s.line, true);
+          out.push_back(sim.now() - t0);
+        } else {
+          v.costs.pass(s.lines, s.lines * 64, v.costs.node_of(cpu), Stream::load);
+        }
+      }
+    });
+    return out;
+  }
+  VirtualRun v;
+};
+
+TEST(VirtualCosts, ALineLeavesTheLlcAfterAnLlcWorthOfNewLines) {
+  struct alignas(64) Line {
+    uint64_t x = 0;
+  };
+  Line a, b;
+  for (const bool with_llc : {true, false}) {
+    CapacityRun r(with_llc);
+    const vt::vtime hit = r.v.op(Op::line_access), dram = 100 * kNs;
+    const auto t = r.costs({{0, &a, 0},          // first touch in the run: taken as cached
+                            {0, nullptr, 1023},  // 1 + 1,023 lines taken in: a is the oldest, still there
+                            {0, &a, 0},          // a hit, which renews a
+                            {0, nullptr, 1024},  // 1,024 more: a is gone
+                            {0, &a, 0},          // back from DRAM (not node memory: the CPU's own node)
+                            {0, &a, 0},          // and cached again
+                            {0, &b, 0},          // b enters: one line taken in
+                            {0, nullptr, 1022},
+                            {0, &a, 0},
+                            {0, nullptr, 2},  // a's hit took in no line
+                            {0, &b, 0}});     // b: 1,024 since
+    // Without cache_mib.llc there is no capacity: every line stays.
+    const std::vector<vt::vtime> expected =
+        with_llc ? std::vector<vt::vtime>{hit, hit, hit + dram, hit, hit, hit, hit + dram}
+                 : std::vector<vt::vtime>(7, hit);
+    EXPECT_EQ(t, expected);
+  }
+}
+
+TEST(VirtualCosts, AnEvictedLineComesBackFromItsNodesMemory) {
+  CapacityRun r(true);
+  NodeMemory far(r.v.machine, 1, 4096), near(r.v.machine, 0, 4096);  // set-up: the cost model learns their nodes
+  const vt::vtime hit = r.v.op(Op::line_access);
+  const auto t = r.costs({{0, far.data(), 0},
+                          {0, near.data(), 0},
+                          {0, nullptr, 1024},
+                          {0, far.data(), 0},
+                          {0, near.data(), 0}});  // fmt: skip
+  EXPECT_EQ(t, (std::vector<vt::vtime>{hit, hit, hit + 170 * kNs, hit + 100 * kNs}));
+}
+
+TEST(VirtualCosts, CpusOfOneLlcEvictEachOthersLinesAndOtherLlcsDoNot) {
+  struct alignas(64) Line {
+    uint64_t x = 0;
+  };
+  Line a;
+  // One LLC: CPU 1's pass evicts the line CPU 0 used.
+  CapacityRun shared(true, "package:1 numa:1 l3:1 core:2 pu:1");
+  const vt::vtime hit = shared.v.op(Op::line_access);
+  EXPECT_EQ(shared.costs({{0, &a, 0}, {1, nullptr, 1024}, {1, &a, 0}}), (std::vector<vt::vtime>{hit, hit + 100 * kNs}));
+  // Two sockets: CPU 1's pass fills its own LLC; the line is still in CPU 0's, and comes over as a transfer.
+  CapacityRun apart(true);
+  EXPECT_EQ(apart.costs({{0, &a, 0}, {1, nullptr, 1024}, {1, &a, 0}}),
+            (std::vector<vt::vtime>{hit, hit + apart.v.costs.transfer(0, 1)}));
+}
+
 // Two CPUs stream a 2 MiB block's struct pages at once: on one node they share its bandwidth, on two nodes they do
 // not. The node's 16 GB/s is less than two cores' 12 GB/s.
 TEST(VirtualCosts, ConcurrentBulkWorkOnOneNodeSharesItsBandwidth) {

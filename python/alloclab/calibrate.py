@@ -355,7 +355,18 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
         f"K = {best_k}, latency {latency:.0f} ns); median of {trials} trials on PU {pu}"
     )
     shown = f"misses_in_flight.core: {lines:.1f} lines (best K = {best_k}, latency {latency:.0f} ns)"
-    return {"misses_in_flight.core": run.result(lines, how, shown)}
+    out = {"misses_in_flight.core": run.result(lines, how, shown)}
+    # The host's LLC and the trip back from memory of a line that has left it (cost_model.hpp, cache capacity).
+    if llc := _core.calibration.host_llc_bytes():
+        llc_how = f"the size of one last-level cache of this host as hwloc reports it ({llc // 1024} KiB)"
+        out["cache_mib.llc"] = run.result(llc / _MIB, llc_how, f"cache_mib.llc: {llc / _MIB:g} MiB")
+    dram_how = (
+        f"one random pointer chase (each load depends on the one before) over {size // _MIB} MiB first touched on PU "
+        f"{pu}, on huge pages where the host gives them, {misses} misses: the time per step; median of {trials} "
+        f"trials on PU {pu} (the K = 1 run of misses_in_flight.core)"
+    )
+    out["dram_ns.local"] = run.result(latency, dram_how, f"dram_ns.local: {latency:.0f} ns")
+    return out
 
 
 def _page_ns(run: _Run, pu: int) -> _Results:

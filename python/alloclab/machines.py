@@ -32,6 +32,7 @@ UNITS = {
     "wakeup_ns": "ns",
     "bandwidth_gbs": "GB/s",
     "misses_in_flight": "lines",
+    "cache_mib": "MiB",
     "dram_ns": "ns",
     "page_ns": "ns",
     "op_cycles": "cycles",

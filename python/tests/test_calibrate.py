@@ -147,13 +147,19 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
         "node_store": 15.0, "core_store": 15.0,
     }  # fmt: skip
     assert doc["misses_in_flight"]["core"]["value"] == 12.0
+    assert doc["dram_ns"]["local"]["value"] == 240.0  # the latency of the same chases' K = 1 run
+    assert "K = 1 run of misses_in_flight.core" in doc["dram_ns"]["local"]["source"]
+    llc = _core.calibration.host_llc_bytes()
+    assert doc.get("cache_mib", {}).get("llc", {}).get("value") == (llc / 2**20 if llc else None)
     assert {k: v["value"] for k, v in doc["page_ns"].items()} == {
         "copy": 400.0, "copy_ascending": 300.0, "clear": 400.0, "clear_ascending": 300.0
     }  # fmt: skip
     assert "taken in ascending order" in doc["page_ns"]["copy_ascending"]["source"]
     assert "fixed random order" in doc["page_ns"]["copy"]["source"]
-    order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight page_ns op_cycles"
-    assert [k for k, v in doc.items() if isinstance(v, dict)] == order.split()  # the profile's section order
+    order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight cache_mib dram_ns page_ns op_cycles".split()
+    if not llc:
+        order.remove("cache_mib")
+    assert [k for k, v in doc.items() if isinstance(v, dict)] == order  # the profile's section order
 
 
 def test_sources_name_the_runs_and_their_spread(fake):

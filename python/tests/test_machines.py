@@ -10,7 +10,7 @@ import pytest
 
 import alloclab as al
 from alloclab import _core
-from alloclab.machines import profile_fields
+from alloclab.machines import UNITS, profile_fields
 
 # What each shipped profile must come out as: (CPUs, cores, NUMA nodes, distance classes).
 SHIPPED = {
@@ -104,10 +104,12 @@ def test_no_profile_field_is_study_specific():
         "wakeup_ns",
         "bandwidth_gbs",
         "misses_in_flight",
+        "cache_mib",
         "dram_ns",
         "page_ns",
         "op_cycles",
     }
+    assert tables == set(UNITS)  # the tables machines.py shows units for are the schema's
     for name in SHIPPED:
         doc = tomllib.loads(shipped_text(name))
         assert {k for k, v in doc.items() if isinstance(v, dict)} <= tables, name

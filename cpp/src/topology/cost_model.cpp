@@ -58,6 +58,13 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
   next_frame_.assign(n, {});
   bulk_ends_.assign(size_t(topo.nr_nodes()), {});
   lines_.assign(size_t(1) << 16, LineState{});
+  if (costs_ == Costs::table && profile_->values().count("cache_mib.llc")) {  // measured: the host's misses are real
+    llc_lines_ = std::max<uint64_t>(1, uint64_t(profile_->value("cache_mib.llc") * double(1 << 20) / 64));
+    for (int pu : pu_of_cpu_) llc_of_cpu_.push_back(profile_->distances().llc(pu));
+    fills_.assign(size_t(profile_->distances().nr_llcs()), 0);
+    dram_local_ = ps(profile_->value("dram_ns.local"));
+    dram_remote_ = ps(profile_->value_or("dram_ns.remote", profile_->value("dram_ns.local")));
+  }
 }
 
 void CostModel::outside_run() { throw std::logic_error("cost model: called outside the run's virtual CPUs"); }
@@ -74,27 +81,40 @@ void CostModel::sync_measured() {
   host_mark_[size_t(c)] = host_ticks();
 }
 
-CostModel::LineState& CostModel::line(const void* p) {
-  const uint64_t key = (reinterpret_cast<uintptr_t>(p) >> 6) + 1;
-  if (2 * (nr_lines_ + 1) > lines_.size()) {  // keep the table at most half full
-    std::vector<LineState> old(lines_.size() * 2);
-    old.swap(lines_);
-    nr_lines_ = 0;
-    for (const LineState& l : old)
-      if (l.key) line(reinterpret_cast<const void*>((l.key - 1) << 6)) = l;
-  }
+CostModel::LineState& CostModel::slot(uint64_t key) {
   // Fibonacci hashing takes the product's high bits: its low bits depend only on the key's low bits, which lines
   // at a power-of-two stride (a page apart, a PTE line apart) share.
   const size_t mask = lines_.size() - 1;
   const int bits = std::countr_zero(lines_.size());
-  for (size_t i = size_t((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));; i = (i + 1) & mask) {
-    if (lines_[i].key == key) return lines_[i];
-    if (lines_[i].key == 0) {
-      lines_[i].key = key;
-      ++nr_lines_;
-      return lines_[i];
-    }
+  for (size_t i = size_t((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));; i = (i + 1) & mask)
+    if (lines_[i].key == key || lines_[i].key == 0) return lines_[i];
+}
+
+CostModel::LineState& CostModel::line(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint64_t key = (a >> 6) + 1;
+  if (2 * (nr_lines_ + 1) > lines_.size()) {  // keep the table at most half full
+    std::vector<LineState> old(lines_.size() * 2);
+    old.swap(lines_);
+    for (const LineState& l : old)
+      if (l.key) slot(l.key) = l;
   }
+  LineState& l = slot(key);
+  if (l.key == 0) {
+    l.key = key;
+    if (auto it = homes_.upper_bound(a); it != homes_.begin() && a < (--it)->second.first)
+      l.home = int8_t(it->second.second);
+    ++nr_lines_;
+  }
+  return l;
+}
+
+void CostModel::home(const void* p, uint64_t bytes, int node) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p), end = first + bytes;
+  auto it = homes_.lower_bound(first);
+  if (it != homes_.begin() && std::prev(it)->second.first > first) --it;
+  while (it != homes_.end() && it->first < end) it = homes_.erase(it);
+  homes_.emplace(first, std::pair{end, node});
 }
 
 // Not a sync point: no other CPU can reach memory the heap just gave this one before it is published (through a
@@ -105,13 +125,35 @@ void CostModel::forget(const void* p, uint64_t bytes) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
   for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p) + bytes; a += 64) {
     LineState& l = line(reinterpret_cast<const void*>(a));
-    l = LineState{l.key};
+    l = LineState{.key = l.key, .home = l.home};
   }
   if (costs_ == Costs::measured)
     if (uint64_t& mark = host_mark_[size_t(self())]) mark += host_ticks() - t0;
 }
 
 vt::vtime CostModel::access(LineState& l, int c, bool write) {
+  if (!llc_lines_) return coherence(l, c, write);
+  vt::vtime refill = 0;
+  const int llc = llc_of_cpu_[size_t(c)];
+  bool taken_in = true;  // the line enters c's LLC
+  if (l.last >= 0) {
+    const int last_llc = llc_of_cpu_[size_t(l.last)];
+    if (fills_[size_t(last_llc)] - l.stamp >= llc_lines_) {  // every copy has been evicted (written back if dirty)
+      l.owner = -1;
+      l.nreaders = 0;
+      l.many_readers = false;
+      refill = l.home < 0 || l.home == node_of_cpu_[size_t(c)] ? dram_local_ : dram_remote_;
+    } else {
+      taken_in = last_llc != llc;
+    }
+  }
+  if (taken_in) ++fills_[size_t(llc)];
+  l.last = int16_t(c);
+  l.stamp = fills_[size_t(llc)];
+  return refill + coherence(l, c, write);
+}
+
+vt::vtime CostModel::coherence(LineState& l, int c, bool write) {
   if (write) {
     vt::vtime far = 0;
     if (l.owner >= 0 && l.owner != c) far = transfer(l.owner, c);
@@ -174,6 +216,7 @@ void CostModel::pages(PageOp op, uint64_t n, PageFrame to, PageFrame from) {
     cold = next[0] == to && (!copy || next[1] == from) ? 0 : 1;
     next = {PageFrame{to.node, to.pfn + n}, copy ? PageFrame{from.node, from.pfn + n} : PageFrame{}};
   }
+  fill(self(), (copy ? 2 : 1) * n * (kPageBytes / 64));
   const PageCost& c = page_ps_[size_t(op)];
   stream(2 * n * kPageBytes, to.node, vt::vtime(cold) * c.cold + vt::vtime(n - cold) * c.ascending,
          kPageOpStream[size_t(op)]);

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -55,6 +56,7 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "node_store", "GB/s", false},
     {"bandwidth_gbs", "core_store", "GB/s", false},
     {"misses_in_flight", "core", "lines", false},
+    {"cache_mib", "llc", "MiB", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},
     {"page_ns", "copy", "ns", false},
@@ -66,8 +68,8 @@ constexpr FieldSpec kFields[] = {
 #undef ALLOCLAB_OP_FIELD
 };
 // clang-format on
-constexpr const char* kSections[] = {"clock",   "transfer_ns", "wakeup_ns", "bandwidth_gbs", "misses_in_flight",
-                                     "dram_ns", "page_ns",     "op_cycles"};
+constexpr const char* kSections[] = {"clock",     "transfer_ns", "wakeup_ns", "bandwidth_gbs", "misses_in_flight",
+                                     "cache_mib", "dram_ns",     "page_ns",   "op_cycles"};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 
 std::string join(const std::vector<std::string>& v) {
@@ -160,6 +162,10 @@ PuDistances::PuDistances(const Topology& t) {
     // Ids that cannot collide with logical indices stand in for a missing ancestor.
     pus_[size_t(p)] = {core ? int(core->logical_index) : npus + p, l3 ? int(l3->logical_index) : npus + node, node};
   }
+  std::map<int, int> llc_ids;  // dense LLC numbers, in the order of the ids above
+  for (const Place& pl : pus_) llc_ids.emplace(pl.llc, 0);
+  for (auto& [id, dense] : llc_ids) dense = nr_llcs_++;
+  for (Place& pl : pus_) pl.llc = llc_ids.at(pl.llc);
   const int nnodes = t.nr_nodes();
   package_of_node_.assign(size_t(nnodes), -1);
   for (int n = 0; n < hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE); ++n) {
@@ -307,6 +313,10 @@ MachineProfile::MachineProfile(const ProfileFields& f)
     if (sources.at(entry).find_first_not_of(" \t\n") == std::string::npos)
       bad(entry + ".source: empty (every number needs its source)");
   }
+  // A cache that lines leave needs the time to bring them back.
+  if (values.count("cache_mib.llc") && !values.count("dram_ns.local"))
+    bad("cache_mib.llc: needs dram_ns.local, the latency of a line that has left the LLC (allowed: both, or "
+        "neither)");
   values_ = std::move(values);
   sources_ = std::move(sources);
   for (const auto c : distances_.present())

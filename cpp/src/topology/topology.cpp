@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "alloclab/base/enum_names.hpp"
+#include "alloclab/topology/cost_model.hpp"
 
 namespace alloclab {
 
@@ -358,6 +359,7 @@ NodeMemory::NodeMemory(const Machine& m, int model_node, size_t bytes) : host_(m
   // The kernel reaches node memory through its direct map, on huge pages: ask for transparent huge pages, so that a
   // walk over model memory meets the caches, not a TLB miss every 4 KiB. Advice only (THP may be off or short).
   madvise(p_, bytes, MADV_HUGEPAGE);
+  if (CostModel* costs = current_costs()) costs->home(p_, bytes, model_node);  // a virtual run's node memory
 }
 
 void NodeMemory::release() noexcept {

@@ -54,8 +54,9 @@ namespace alloclab::vt {
 // page reads at the load bandwidth; 9: a struct page pass's line accesses overlap its stream (CostModel::pass); 10:
 // struct pages written unread stream at the store bandwidth; 11: a clear_page is a store stream, and a page that
 // follows the same CPU's previous page op pays no cold-page latency (CostModel::pages); 12: such a page pays the
-// profile's page_ns.<op>_ascending.
-inline constexpr int kSimulatorVersion = 12;
+// profile's page_ns.<op>_ascending; 13: cache capacity: a tracked line an LLC's worth of newer lines has pushed out
+// pays the DRAM latency (cache_mib.llc).
+inline constexpr int kSimulatorVersion = 13;
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.

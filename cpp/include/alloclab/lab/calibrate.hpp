@@ -20,9 +20,10 @@
 //                   pointer chase, ListHead (vmalloc/list.hpp), RbNode lookups (vmalloc/rbtree.hpp), a bitmap word
 //                   scan, __init_single_page on struct page (mm/page.hpp), back-to-back PAUSEs (cpu_pause()) and
 //                   back-to-back reads of the clock (host_ticks()). Median ns per operation over trials.
-// Leaves out: clock changes during a measurement (turbo, thermal limits), DRAM latency of single lines (dram_ns is
-// optional and is not measured), interference from other tenants of the host (the caller records the load average),
-// prefetchers (the pointer chase follows a random cycle).
+// The MLP run with K = 1 is one dependent chase: its time per step is the profile's dram_ns.local.
+// Leaves out: clock changes during a measurement (turbo, thermal limits), remote DRAM latency (dram_ns.remote),
+// interference from other tenants of the host (the caller records the load average), prefetchers (the pointer chase
+// follows a random cycle).
 #pragma once
 
 #include <cstddef>

@@ -17,14 +17,23 @@
 // memory, alignas(64) objects and line_vectors (base/line_aligned.hpp); a fresh object from the host's heap is
 // forget()-ten first. Virtual times then never depend on the host's heap.
 // Misses overlap only where model code says its accesses are independent (touch_each); separate touches are serial.
+// Cache capacity (table costs, profiles with cache_mib.llc): each last-level cache counts the lines it takes in (a
+// tracked line that arrives from memory or from another LLC, every line of a pass, the pages of a page op), and a
+// tracked line leaves every cache once the LLC of the CPU that used it last has taken in cache_mib.llc worth of lines
+// since: the line the LLC evicts is its least recently used one, counted as if no older line were used again (exact
+// for streams, which is what fills an LLC here). The next access then pays dram_ns.local, or dram_ns.remote for
+// memory of another node (NodeMemory tells a line's node; other memory is local to the CPU that misses). A line
+// model code touches for the first time in a run is taken as cached (set-up just wrote it).
 // Leaves out: out-of-order overlap of misses between separate touches, prefetchers, SMT sharing of a core, DRAM misses
-// of untracked data, cache capacity (a second pass over lines a stream just brought in pays the stream again),
-// interconnect bandwidth between nodes, exclusive-state reads (a read of a line nobody else holds pays line_access).
+// of untracked data, the private caches (an L2 or L3 hit costs line_access), the reuse of lines a pass brings in (a
+// second pass over them pays the stream again), interconnect bandwidth between nodes, exclusive-state reads (a read
+// of a line nobody else holds pays line_access).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -134,6 +143,10 @@ class CostModel {
   // run). Give it only lines the object owns alone (line-aligned memory, or the one line it is tracked by), or a
   // live neighbour's state is lost. Charges nothing and is no sync point.
   void forget(const void* p, uint64_t bytes);
+  // [p, p + bytes) is memory of node `node` (NodeMemory registers itself): where a line of it that left the caches
+  // comes back from. Call before the run's CPUs touch it (set-up, on the controlling thread); a later range replaces
+  // the ranges it overlaps.
+  void home(const void* p, uint64_t bytes, int node);
   // A pass in pattern `s` over `n` lines of node `node`'s memory whose addresses do not depend on each other's data
   // (a memmap walk), moving `bytes` as likwid-bench counts them (a sync point). The bytes stream at the core's
   // bandwidth for that pattern or the node's share of its own, whichever is lower, the node being shared by the bulk
@@ -141,8 +154,9 @@ class CostModel {
   // node_update, core_load, node_load, core_store, node_store) streams it at the copy figures. The core's work on the
   // lines, n x line_access, overlaps the stream (an out-of-order core keeps issuing the next lines' accesses while the
   // prefetched ones arrive): the pass costs the slower of the two, the roofline bound (Williams, Waterman, Patterson,
-  // "Roofline", CACM 52(4), 2009), never their sum.
+  // "Roofline", CACM 52(4), 2009), never their sum. The n lines go into the calling CPU's LLC.
   void pass(uint64_t n, uint64_t bytes, int node, Stream s) {
+    fill(self(), n);
     stream(bytes, node, vt::vtime(n) * op_ps_[size_t(Op::line_access)], s);
   }
   // `op` on `n` 4 KiB pages written from frame `to` (a copy reads them from frame `from`) (a sync point): the bulk
@@ -155,7 +169,7 @@ class CostModel {
   // follows nothing. How much following saves is the host's own: on this project's AMD host clear_page takes 137 ns
   // a page in ascending order against 430 in random order (copy_page 380 and 630), near the bandwidth bound; on its
   // Intel host 500 against 510 (copy_page 640 and 750), well above it. A figure the profile lacks is 0: the bulk
-  // transfer alone bounds those pages.
+  // transfer alone bounds those pages. The pages' lines (a copy's read ones too) go into the calling CPU's LLC.
   void pages(PageOp op, uint64_t n, PageFrame to, PageFrame from = {});
   // Host time: the measured-costs mark of the calling CPU restarts (after it blocked or yielded).
   void restart_host_clock();
@@ -179,16 +193,28 @@ class CostModel {
  private:
   struct LineState {
     uint64_t key = 0;           // line address >> 6, plus one (0: empty slot)
+    uint64_t stamp = 0;         // fills_ of the LLC of `last` when `last` used it
     int16_t owner = -1;         // last writer (virtual CPU), -1 never written
+    int16_t last = -1;          // the CPU that used it last, -1 none yet (capacity only)
+    int8_t home = -1;           // the node of its memory, -1 not node memory
     uint8_t nreaders = 0;       // CPUs in readers[] (read since the last write)
     bool many_readers = false;  // more read it than readers[] holds
     std::array<int16_t, 3> readers{};
   };
+  // The state of the line at `p`, a new one (untouched, with its home) the first time.
   LineState& line(const void* p);
-  // The transfer an access by CPU `c` to line `l` waits for (0 when its cache has the line as needed), and the
-  // coherence state after it: a write takes the line from its owner and invalidates every copy (the invalidations
-  // go out in parallel, so the farthest copy sets the time); a read is served by the nearest copy.
+  // The slot of `key` in lines_, or the empty slot where it goes.
+  LineState& slot(uint64_t key);
+  // The wait of an access by CPU `c` to line `l`: the line's trip from memory when it has left the caches (capacity),
+  // then the transfer it waits for (0 when its cache has the line as needed), and the state after it.
   vt::vtime access(LineState& l, int c, bool write);
+  // The coherence part: a write takes the line from its owner and invalidates every copy (the invalidations go out
+  // in parallel, so the farthest copy sets the time); a read is served by the nearest copy.
+  vt::vtime coherence(LineState& l, int c, bool write);
+  // `lines` lines taken in by the LLC of CPU `c` (a pass, a page op).
+  void fill(int c, uint64_t lines) {
+    if (llc_lines_) fills_[size_t(llc_of_cpu_[size_t(c)])] += lines;
+  }
   // touch_each() of the n lines line_of(0), ..., line_of(n - 1).
   template <class LineOf>
   void touch_group(size_t n, LineOf line_of, bool write);
@@ -234,6 +260,12 @@ class CostModel {
   std::vector<std::vector<vt::vtime>> bulk_ends_;     // per node: when the bulk work running on it ends
   std::vector<LineState> lines_;                      // open addressing, power-of-two size
   size_t nr_lines_ = 0;
+  // Capacity (table costs and cache_mib.llc; llc_lines_ 0 otherwise).
+  uint64_t llc_lines_ = 0;                                // one LLC's lines
+  std::vector<int> llc_of_cpu_;                           // per virtual CPU: its LLC
+  std::vector<uint64_t> fills_;                           // per LLC: the lines it has taken in
+  vt::vtime dram_local_ = 0, dram_remote_ = 0;            // dram_ns.local, and .remote (local where it has none)
+  std::map<uintptr_t, std::pair<uintptr_t, int>> homes_;  // first byte -> (end, node) of node memory
 };
 
 namespace detail {

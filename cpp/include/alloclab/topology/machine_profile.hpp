@@ -86,6 +86,9 @@ class PuDistances {
   std::vector<std::pair<int, int>> pairs(DistanceClass c, size_t max) const;
   // Hops between two NUMA nodes (0 for the same node).
   int node_hops(int node_a, int node_b) const;
+  // The last-level cache of a PU (0 .. nr_llcs() - 1): its L3, or its node's index when the topology has no L3.
+  int llc(int pu) const { return pus_.at(size_t(pu)).llc; }
+  int nr_llcs() const { return nr_llcs_; }
 
  private:
   struct Place {
@@ -94,6 +97,7 @@ class PuDistances {
     int node;
   };
   std::vector<Place> pus_;
+  int nr_llcs_ = 0;
   std::vector<int> package_of_node_;  // -1: the node has no Package ancestor (all such nodes count as one package)
   std::vector<int> nodes_in_package_;
   std::vector<DistanceClass> present_;

@@ -112,7 +112,8 @@ class Machine {
 
 // Memory bound to the host node of a model node (hwloc_alloc_membind); falls back to ordinary memory, and says so,
 // when the host refuses (containers often do). Zero-filled, advised onto transparent huge pages (as the kernel's
-// direct map). Movable, not copyable.
+// direct map). Movable, not copyable. Made during a virtual-clock run's set-up, it tells the run's cost model its node
+// (CostModel::home).
 class NodeMemory {
  public:
   NodeMemory() = default;
