@@ -306,7 +306,7 @@ struct CapacityRun {
 };
 
 TEST(VirtualCosts, ALineLeavesTheLlcAfterAnLlcWorthOfNewLines) {
-  struct alignas(64) Line {
+  struct alignas(4096) Line {  // a page each: no miss of one is in the streamer's page of the other's
     uint64_t x = 0;
   };
   Line a, b;
@@ -330,6 +330,33 @@ TEST(VirtualCosts, ALineLeavesTheLlcAfterAnLlcWorthOfNewLines) {
                  : std::vector<vt::vtime>(7, hit);
     EXPECT_EQ(t, expected);
   }
+}
+
+// The L2 streamer: a CPU's miss in the same 4 KiB page as its previous miss (either way) was prefetched and costs its
+// 64 bytes at the core's load bandwidth (the test profile's 12 GB/s: it has no core_load); a miss in another page pays
+// the latency.
+TEST(VirtualCosts, AMissInThePageOfTheCpusLastMissWasPrefetched) {
+  struct alignas(4096) Page4k {
+    struct alignas(64) Line {
+      uint64_t x = 0;
+    };
+    std::array<Line, 64> lines;
+  };
+  Page4k p, q;
+  CapacityRun r(true);
+  const vt::vtime hit = r.v.op(Op::line_access), dram = 100 * kNs, streamed = std::llround(64.0 / 12 * 1000);
+  const auto t = r.costs({{0, &p.lines[0], 0},
+                          {0, &p.lines[1], 0},
+                          {0, &p.lines[9], 0},
+                          {0, &q.lines[0], 0},
+                          {0, nullptr, 1024},  // all four evicted
+                          {0, &p.lines[0], 0},
+                          {0, &p.lines[9], 0},
+                          {0, &p.lines[1], 0},  // descending: the backward stream
+                          {0, &q.lines[0], 0},
+                          {0, &p.lines[1], 0}});  // cached again
+  EXPECT_EQ(t,
+            (std::vector<vt::vtime>{hit, hit, hit, hit, hit + dram, hit + streamed, hit + streamed, hit + dram, hit}));
 }
 
 TEST(VirtualCosts, AnEvictedLineComesBackFromItsNodesMemory) {

@@ -63,6 +63,8 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     for (int pu : pu_of_cpu_) llc_of_cpu_.push_back(profile_->distances().llc(pu));
     fills_.assign(size_t(profile_->distances().nr_llcs()), 0);
     dram_local_ = ps(profile_->value("dram_ns.local"));
+    streamed_ = ps(64.0 / core_gbs_[size_t(Stream::load)]);
+    last_miss_.assign(n, 0);
     dram_remote_ = ps(profile_->value_or("dram_ns.remote", profile_->value("dram_ns.local")));
   }
 }
@@ -142,7 +144,12 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
       l.owner = -1;
       l.nreaders = 0;
       l.many_readers = false;
-      refill = l.home < 0 || l.home == node_of_cpu_[size_t(c)] ? dram_local_ : dram_remote_;
+      uint64_t& last = last_miss_[size_t(c)];
+      if (last && last != l.key && (last - 1) >> 6 == (l.key - 1) >> 6)  // the streamer's page (keys are line + 1)
+        refill = streamed_;
+      else
+        refill = l.home < 0 || l.home == node_of_cpu_[size_t(c)] ? dram_local_ : dram_remote_;
+      last = l.key;
     } else {
       taken_in = last_llc != llc;
     }

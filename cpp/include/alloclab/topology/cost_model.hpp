@@ -22,8 +22,13 @@
 // tracked line leaves every cache once the LLC of the CPU that used it last has taken in cache_mib.llc worth of lines
 // since: the line the LLC evicts is its least recently used one, counted as if no older line were used again (exact
 // for streams, which is what fills an LLC here). The next access then pays dram_ns.local, or dram_ns.remote for
-// memory of another node (NodeMemory tells a line's node; other memory is local to the CPU that misses). A line
-// model code touches for the first time in a run is taken as cached (set-up just wrote it).
+// memory of another node (NodeMemory tells a line's node; other memory is local to the CPU that misses), unless the
+// same CPU's previous such miss was in the same 4 KiB page: the L2 streamer has prefetched it (Intel 64 and IA-32
+// Architectures Optimization Reference Manual: it follows ascending and descending sequences of addresses, one
+// forward and one backward stream per 4 KiB page; AMD's L2 stream prefetcher likewise), and it costs its 64 bytes at
+// the core's load bandwidth. A walk of consecutive struct pages thus pays one latency per 4 KiB of mem_map; the
+// folio heads hugetlb_lock's walk enqueues, 32 KiB apart, pay one each. A line model code touches for the first time
+// in a run is taken as cached (set-up just wrote it).
 // Leaves out: out-of-order overlap of misses between separate touches, prefetchers, SMT sharing of a core, DRAM misses
 // of untracked data, the private caches (an L2 or L3 hit costs line_access), the reuse of lines a pass brings in (a
 // second pass over them pays the stream again), interconnect bandwidth between nodes, exclusive-state reads (a read
@@ -265,6 +270,8 @@ class CostModel {
   std::vector<int> llc_of_cpu_;                           // per virtual CPU: its LLC
   std::vector<uint64_t> fills_;                           // per LLC: the lines it has taken in
   vt::vtime dram_local_ = 0, dram_remote_ = 0;            // dram_ns.local, and .remote (local where it has none)
+  vt::vtime streamed_ = 0;                                // a prefetched line: 64 bytes at bandwidth_gbs.core_load
+  std::vector<uint64_t> last_miss_;                       // per virtual CPU: the key of its last line from DRAM
   std::map<uintptr_t, std::pair<uintptr_t, int>> homes_;  // first byte -> (end, node) of node memory
 };
 
