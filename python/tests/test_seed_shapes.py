@@ -25,12 +25,16 @@ HUGETLB_4NODE_MISS = (
     "its LLC there); at 1/16 it gives 80.4 % (serial 4128 ms, parallel 807 ms)"
 )
 MULTIPLIER_MISS = (
-    "simulator version 13 models LLC capacity (cache_mib.llc), so a work's folios are cold when hugetlb_lock's walk "
-    "enqueues them; at 1/256 they fit the LLCs and the figures below stand. At 1/16 of each pool: 1.93 / 2.77 / 3.56"
-    " / 4.31 (256G; version 12 1.98 / 2.92 / 3.84 / 4.75), 1.92 / 2.64 / 3.25 / 3.56 (2T; 2.08 / 3.06 / 4.00 / 4.52);"
-    " 50G at its whole pool 1.91 / 2.73 / 3.46 / 4.17 (1.98 / 2.94 / 3.83 / 4.77): the serial walk is one DRAM miss "
-    "per folio (2T: hugetlb_lock held 130 ns a folio, 8.5 ms in all, against 1.1 ms), a third of the seed's implied "
-    "serial part (see below). Earlier: measured at 1/256 of each pool (simulator version 10): speedup over k = 1 at "
+    "measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 13): speedup over k = 1 at "
+    "k = 2..5 is 1.96 / 2.88 / 3.74 / 4.56 (256G and 50G alike: the same machine and folios; seed 1.67 / 2.28 / 2.67 "
+    "/ 2.84 and 1.61 / 1.92 / 2.37 / 2.29), 2.06 / 2.91 / 3.91 / 4.44 (2T; seed 1.44 / 1.80 / 2.00 / 2.04). Version "
+    "13 models LLC capacity (cache_mib.llc): at the full study's sizes (65,536 folios, the 50G pool whole) each "
+    "work's folios are cold when hugetlb_lock's walk enqueues them, and the speedups are 1.90 / 2.72 / 3.43 / 4.11 "
+    "(256G; version 12 at 1/16: 1.98 / 2.92 / 3.84 / 4.75), 1.91 / 2.73 / 3.46 / 4.17 (50G; 1.98 / 2.94 / 3.83 / "
+    "4.77), 1.92 / 2.64 / 3.25 / 3.56 (2T; 2.08 / 3.06 / 4.00 / 4.52): the serial walk is one DRAM miss per folio "
+    "(2T: hugetlb_lock held 130 ns a folio, 8.5 ms in all, against 1.1 ms), a third of the seed's implied serial "
+    "part (see below). "
+    "Earlier: measured at 1/256 of each pool (simulator version 10): speedup over k = 1 at "
     "k = 2..5 is 1.96 / 2.87 / 3.77 / "
     "4.58 (256G; seed 1.67 / 2.28 / 2.67 / 2.84), 2.06 / 2.91 / 3.91 / 4.44 (2T; seed 1.44 / 1.80 / 2.00 / 2.04), "
     "1.89 / 2.59 / 3.24 / 3.93 (50G; seed 1.61 / 1.92 / 2.37 / 2.29): within 20 % at k = 2 only for 256G and 50G; the"
@@ -138,7 +142,7 @@ def test_hugetlb_padata_saves_the_seeds_share(hugetlb_headline, machine):
 
 @pytest.fixture(scope="module")
 def hugetlb_multiplier() -> pd.DataFrame:
-    runs = hugetlb.multiplier_runs(hugetlb.MULTIPLIER_FRACTION_QUICK)
+    runs = hugetlb.multiplier_runs(hugetlb.MULTIPLIER_FOLIOS_QUICK)
     assert runs["lock_counts_exact"].all()
     return hugetlb.with_speedup(runs)
 

@@ -8,9 +8,11 @@ models assumed, CPU, node and memory counts as the seed states). The seed does n
 takes the machine's whole memory in 2 MiB folios as the nominal pool (2 TiB: 1,048,576; 1 TiB: 524,288; an upper
 bound, since the kernel keeps some memory) and runs a stated fraction of it, because the model's mem_map for a
 2 TiB machine (32 GiB) does not fit this host. Time is linear in the pool (every worker takes pages / nworks folios,
-and a folio's work, a pcp refill every second folio and the 511 tail struct pages, does not depend on the pool), so
-the study runs several fractions, checks that the virtual ms per folio does not move with the fraction, and scales
-the largest one to the nominal pool. ``saved`` (1 - parallel / serial) needs no scaling at all.
+and a folio's work, a pcp refill every second folio and the 511 tail struct pages, does not depend on the pool) once
+a work's folios are more than its LLC holds, as on the seed's machines: below that, hugetlb_lock's walk finds them
+still cached (cache capacity, simulator version 13). So the study runs several fractions, checks that the virtual ms
+per folio does not move with the fraction, and scales the largest one to the nominal pool. ``saved`` (1 - parallel /
+serial) needs no scaling at all.
 
 Seed: Gang Li, "hugetlb: parallelize 2M hugetlb allocation and initialization" (v6 7/8, merged around v6.9), whose
 code comment justifies ``job.max_threads = num_node_state(N_MEMORY) * 2`` with a table of multipliers 1-5 (ms):
@@ -21,8 +23,9 @@ differ with the machine; compare the speedup columns), and answers "what multipl
 from the data. The seed's machines had dozens of CPUs per node; on a small host most points are *oversubscribed*
 (more workers than host PUs) and marked as such: there, extra threads only share the same CPUs.
 
-The multiplier table also runs in virtual time, each case on its machine (:data:`MULTIPLIER_MACHINES`) at a fraction
-of its pool scaled back up; ``projected`` holds the headline and the multiplier table as published | virtual | real.
+The multiplier table also runs in virtual time, each case on its machine (:data:`MULTIPLIER_MACHINES`) with at most
+:data:`MULTIPLIER_FOLIOS` of its pool, scaled back up; ``projected`` holds the headline and the multiplier table as
+published | virtual | real.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ TITLE = "hugetlb_boot: serial vs padata on the seed's two machines (virtual) and
 SCENARIOS = ("hugetlb_boot",)
 SEED = "hugetlb-padata-parallel-init"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 2.1, "full": 105}
+ESTIMATED_S = {"quick": 2.3, "full": 118}
 
 #: The seed's table as the patch quotes it (whitespace collapsed, as in the seed file).
 _QUOTE = (
@@ -110,10 +113,12 @@ NODES = (1, 2, 4)
 #: profiles' descriptions name these rows), and the case's pool in 2 MiB folios (:data:`PUBLISHED_FOLIOS`).
 MULTIPLIER_MACHINES = {"256G": "assumed-xeon8358-2s-128t", "50G": "assumed-xeon8358-2s-128t",
                        "2T": "assumed-epyc7763-2s-nps2"}  # fmt: skip
-#: The fraction of each case's pool the virtual multiplier runs take, scaled back up (time is linear in the pool:
-#: the headline checks it); the full one is the headline's largest.
-MULTIPLIER_FRACTION = HEADLINE_FRACTIONS[-1]
-MULTIPLIER_FRACTION_QUICK = 1 / 256
+#: The folios of each case's pool a virtual multiplier run takes (the whole pool where it is smaller), scaled back up:
+#: the same mem_map for every case, the headline's largest (1/16 of 2 TiB), so that at full size every work's folios
+#: are more than its LLC holds at every k, as on the seed's machines (the 50G case runs whole; a fraction of it
+#: would fit the LLCs); quick runs 1/16 of that.
+MULTIPLIER_FOLIOS = round(HEADLINE_MACHINES["256c2T(4 node)"][1] * HEADLINE_FRACTIONS[-1])
+MULTIPLIER_FOLIOS_QUICK = MULTIPLIER_FOLIOS // 16
 
 
 def model(nodes: int) -> str:
@@ -246,9 +251,9 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     _tables.write(head, out_dir / "headline.parquet")
     notes = headline_notes(head) + notes
     meta = {"headline": head.to_dict(orient="records")}
-    fraction = sized(MULTIPLIER_FRACTION, MULTIPLIER_FRACTION_QUICK, quick_mode=quick)
-    virtual = multiplier_runs(fraction)
-    notes.insert(0, f"virtual multiplier table: each case's pool x {fraction:g} on its machine "
+    budget = sized(MULTIPLIER_FOLIOS, MULTIPLIER_FOLIOS_QUICK, quick_mode=quick)
+    virtual = multiplier_runs(budget)
+    notes.insert(0, f"virtual multiplier table: each case's pool, at most {budget} folios of it, on its machine "
                     f"({', '.join(f'{c}: {m}' for c, m in MULTIPLIER_MACHINES.items())}), costs='table', one run "
                     "per point (deterministic), ms scaled to the whole pool")  # fmt: skip
     tables = {"headline": headline_projection(head), "multiplier": multiplier_projection(virtual, table, pages)}
@@ -257,9 +262,10 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                        projected=tables)  # fmt: skip
 
 
-def multiplier_runs(fraction: float) -> pd.DataFrame:
+def multiplier_runs(budget: int) -> pd.DataFrame:
     """The seed's multiplier table in virtual time: every case (:data:`MULTIPLIER_MACHINES`) at multiplier 1-5,
-    ``fraction`` of its pool, one run per point (``costs="table"``: the run is the figure).
+    ``budget`` folios of its pool (the whole pool where it is smaller), one run per point (``costs="table"``: the run
+    is the figure).
 
     Returns:
         ``case, multiplier, machine, pages, nworks, elapsed_ms`` (at ``pages``), ``ms`` (scaled to the case's pool),
@@ -268,7 +274,7 @@ def multiplier_runs(fraction: float) -> pd.DataFrame:
     rows = []
     for column, folios in PUBLISHED_FOLIOS.items():
         case, machine = column[3:], MULTIPLIER_MACHINES[column[3:]]
-        pages = int(round(folios * fraction))
+        pages = min(folios, budget)
         for k in MULTIPLIERS:
             s = run_once("hugetlb_boot", clock="virtual", machine=machine, costs="table", pages=pages,
                          multiplier=k).summary  # fmt: skip
