@@ -104,8 +104,9 @@ CostModel::LineState& CostModel::line(const void* p) {
   LineState& l = slot(key);
   if (l.key == 0) {
     l.key = key;
-    if (auto it = homes_.upper_bound(a); it != homes_.begin() && a < (--it)->second.first)
-      l.home = int8_t(it->second.second);
+    if (llc_lines_)  // the home matters only for a line that leaves the caches
+      if (auto it = homes_.upper_bound(a); it != homes_.begin() && a < (--it)->second.first)
+        l.home = int8_t(it->second.second);
     ++nr_lines_;
   }
   return l;

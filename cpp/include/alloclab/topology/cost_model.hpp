@@ -29,7 +29,8 @@
 // the core's load bandwidth. A walk of consecutive struct pages thus pays one latency per 4 KiB of mem_map; the
 // folio heads hugetlb_lock's walk enqueues, 32 KiB apart, pay one each. A line model code touches for the first time
 // in a run is taken as cached (set-up just wrote it).
-// Leaves out: out-of-order overlap of misses between separate touches, prefetchers, SMT sharing of a core, DRAM misses
+// Leaves out: out-of-order overlap of misses between separate touches, prefetchers but the streamer's page rule above
+// (the next-line and next-page prefetchers, a stream that crosses a 4 KiB page), SMT sharing of a core, DRAM misses
 // of untracked data, the private caches (an L2 or L3 hit costs line_access), the reuse of lines a pass brings in (a
 // second pass over them pays the stream again), interconnect bandwidth between nodes, exclusive-state reads (a read
 // of a line nobody else holds pays line_access).
