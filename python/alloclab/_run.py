@@ -130,8 +130,10 @@ def run(
         placement: ``"compact"`` (fill model PUs in order), ``"scatter"`` (round-robin over model nodes), or an
             explicit list with one model PU per worker.
         lockstat: collect ``/proc/lock_stat``-style statistics (``True`` or ``False`` only; ``False`` makes the
-            hooks free, and every figure taken from lock_stat is then NaN or None: not measured). Timings that
-            compare variants should come from runs without it: its two clock reads sit inside every critical section.
+            hooks free, and every figure taken from lock_stat is then NaN or None: not measured). In a real-clock
+            run timings that compare variants should come from runs without it: its two clock reads sit inside every
+            critical section. In a virtual-clock run it costs nothing (it reads the simulator's clock for free): a
+            run gives the same virtual times and digests with it as without.
         locks: lock class -> lock kind overrides, e.g. ``{"zone->lock": "ticket"}``; see :func:`lock_classes`
             and :func:`lock_kinds`. A class whose kind a scenario parameter picks (lock_zoo's ``lock``) records the
             override as that parameter's value; the parameter given too, with another kind, is a ``ValueError``

@@ -11,7 +11,8 @@ Measurements are checked as they come: a run the host disturbed (its workers did
 oversubscribed with no more workers than host PUs: :func:`alloclab.cluster.disturbed`) can be run again, up to
 ``retries`` times (the studies do), and the runs still flagged (poor overlap, too short,
 oversubscribed) are counted in one warning at the end and in the meta data. Timings are best taken with
-``lockstat=False`` (lock_stat's clock reads sit inside every critical section); ``lockstat_repeats`` adds
+``lockstat=False`` (in a real-clock run lock_stat's clock reads sit inside every critical section; in a
+virtual-clock run they are free); ``lockstat_repeats`` adds
 lock_stat runs of every configuration for the counts, as extra repeats whose rows say ``lockstat=True``.
 
 Long sweeps survive interruption: with ``out=DIR`` the finished rows are saved (as one atomic set of files, see

@@ -39,6 +39,11 @@ uint64_t virtual_read() noexcept {
   return s && vt::current_cpu() >= 0 ? s->read_clock() : 0;
 }
 
+uint64_t virtual_now() noexcept {
+  vt::Simulator* s = vt::Simulator::current();
+  return s && vt::current_cpu() >= 0 ? s->now() : 0;
+}
+
 void virtual_advance(uint64_t ps) noexcept {
   vt::Simulator* s = vt::Simulator::current();
   if (s && vt::current_cpu() >= 0) s->advance(ps);

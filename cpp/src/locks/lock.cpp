@@ -53,13 +53,13 @@ void Lock::stat_acquired(LockToken& t, uint64_t contended_at, uint64_t acquired_
     last_cpu_.store(th.cpu, std::memory_order_relaxed);
   }
   if (prev_node != th.node) last_node_.store(th.node, std::memory_order_relaxed);
-  t.acquired_at = contended_at != 0 ? acquired_at : clock_ticks();
+  t.acquired_at = contended_at != 0 ? acquired_at : instrument_ticks();
 }
 
 void Lock::stat_released(LockToken& t, bool read) {
   LockStatThread& th = domain_->stat_thread();
   if (th.domain != domain_) return;
-  const uint64_t held = clock_ticks() - t.acquired_at;
+  const uint64_t held = instrument_ticks() - t.acquired_at;
   LockStatCounters& c = (read ? th.read_slots : th.slots)[cls_];
   c.hold_total += held;
   c.hold_min = std::min(c.hold_min, held);

@@ -65,9 +65,7 @@ void Lock::vlock(LockToken& t, bool read) {
   if (v.holder == self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " takes " + v.queue.label() +
                            ", which it holds already (a self-deadlock)");
-  // lock_stat's read before the wait, uncharged: a read that starts the wait ends under it (clock_ticks() would
-  // charge it here, past the sync point that the queue below needs).
-  const uint64_t contended_at = stat_ ? m.now() : 0;
+  const uint64_t contended_at = stat_ ? instrument_ticks() : 0;
   VWaitState& ws = domain_->vwait_state(self);
   ws = {m.now(), 0, shared};
   bool lost = false;
@@ -88,7 +86,7 @@ void Lock::vlock(LockToken& t, bool read) {
     if (read_side_ && m.now() - ws.began > Rwsem::kWaitTimeoutNs * vt::kNanosecond) v.handoff = true;
   }
   if (v.holder == self) v.handoff = false;
-  if (stat_) stat_acquired(t, contended_at, clock_ticks(), read);
+  if (stat_) stat_acquired(t, contended_at, instrument_ticks(), read);
 }
 
 bool Lock::vtrylock(LockToken& t, bool read) {
@@ -115,10 +113,8 @@ void Lock::vunlock(LockToken& t, bool read) {
   if (shared ? v.readers == 0 || v.holder >= 0 : v.holder != self)
     throw std::logic_error("virtual lock: cpu " + std::to_string(self) + " releases " + v.queue.label() +
                            (shared ? "'s read side, held by no reader" : ", held by cpu " + std::to_string(v.holder)));
-  // lock_stat's read comes before the sync point, so that it is charged (the check above reads only what this CPU's
-  // own hold keeps still).
-  if (stat_) stat_released(t, read);
   const CostModel::SyncPoint sp(m);
+  if (stat_) stat_released(t, read);  // the hold ends now: lock_stat's read is free (instrument_ticks())
   const vt::vtime now = m.now();
   // up_read is an RMW on the count word, which the other readers' RMWs may have taken away since down_read.
   const vt::vtime fetch = shared && v.last >= 0 ? m.transfer(v.last, self) : 0;

@@ -7,7 +7,8 @@
 // In a virtual-clock run (VirtualClockScope on the thread that runs the simulator) a tick is one picosecond of the
 // calling virtual CPU's clock (vt::Simulator): clock_ticks() reads it (and is charged what an RDTSC costs the profile's
 // CPU), spin_for_ticks() advances it instead of spinning, and the conversions are exact, so model code times itself the
-// same way in both clocks.
+// same way in both clocks. The lab's own instruments (lock_stat) read instrument_ticks(): the same clock, but free in a
+// virtual-clock run, so that turning them on changes no virtual time.
 // Leaves out: cross-socket TSC skew (Linux refuses unsynchronised TSCs as a clocksource, and so do we).
 #pragma once
 
@@ -36,6 +37,8 @@ extern constinit thread_local bool tls_virtual;  // a VirtualClockScope is activ
 // The calling virtual CPU's clock in picoseconds after the read's own cost (Simulator::read_clock(); 0 outside the
 // simulator's fibers), and charging it.
 uint64_t virtual_read() noexcept;
+// The same clock, read without a charge (Simulator::now(); 0 outside the simulator's fibers).
+uint64_t virtual_now() noexcept;
 void virtual_advance(uint64_t ps) noexcept;
 }  // namespace detail
 
@@ -67,6 +70,16 @@ inline uint64_t host_ticks() noexcept {
 inline uint64_t clock_ticks() noexcept {
   if (detail::tls_virtual) [[unlikely]]
     return detail::virtual_read();
+  return host_ticks();
+}
+
+// The timestamp of an instrument of the lab (lock_stat), not of model code: clock_ticks() in a real run (an RDTSC the
+// instrument pays, inside the critical sections it times, as the kernel's lock_stat does), and in a virtual-clock run
+// the calling virtual CPU's clock read for nothing: the simulator knows its own time, so a virtual run with lock_stat
+// gives the same virtual times as one without.
+inline uint64_t instrument_ticks() noexcept {
+  if (detail::tls_virtual) [[unlikely]]
+    return detail::virtual_now();
   return host_ticks();
 }
 

@@ -119,9 +119,9 @@ class Lock {
       stat_acquired(t, 0, 0, Read);
       return;
     }
-    const uint64_t c0 = clock_ticks();
+    const uint64_t c0 = instrument_ticks();
     with_kind(t, [this](auto& k, auto& kt) { wait<Read>(k, kt, yield_); });
-    stat_acquired(t, c0, clock_ticks(), Read);  // the end of the wait is also the start of the hold
+    stat_acquired(t, c0, instrument_ticks(), Read);  // the end of the wait is also the start of the hold
   }
   template <bool Read>
   bool trylock_as(LockToken& t) {
