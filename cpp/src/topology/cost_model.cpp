@@ -146,7 +146,9 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
       l.nreaders = 0;
       l.many_readers = false;
       uint64_t& last = last_miss_[size_t(c)];
-      if (last && last != l.key && (last - 1) >> 6 == (l.key - 1) >> 6)  // the streamer's page (keys are line + 1)
+      // The streamer's page (keys are line + 1), in node memory only: its host pages are the model's pages, where a
+      // heap object's 4 KiB page is an accident of the host's heap (it would make virtual times depend on it).
+      if (l.home >= 0 && last && last != l.key && (last - 1) >> 6 == (l.key - 1) >> 6)
         refill = streamed_;
       else
         refill = l.home < 0 || l.home == node_of_cpu_[size_t(c)] ? dram_local_ : dram_remote_;

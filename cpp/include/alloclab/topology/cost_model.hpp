@@ -22,12 +22,14 @@
 // tracked line leaves every cache once the LLC of the CPU that used it last has taken in cache_mib.llc worth of lines
 // since: the line the LLC evicts is its least recently used one, counted as if no older line were used again (exact
 // for streams, which is what fills an LLC here). The next access then pays dram_ns.local, or dram_ns.remote for
-// memory of another node (NodeMemory tells a line's node; other memory is local to the CPU that misses), unless the
-// same CPU's previous such miss was in the same 4 KiB page: the L2 streamer has prefetched it (Intel 64 and IA-32
-// Architectures Optimization Reference Manual: it follows ascending and descending sequences of addresses, one
-// forward and one backward stream per 4 KiB page; AMD's L2 stream prefetcher likewise), and it costs its 64 bytes at
-// the core's load bandwidth. A walk of consecutive struct pages thus pays one latency per 4 KiB of mem_map; the
-// folio heads hugetlb_lock's walk enqueues, 32 KiB apart, pay one each. A line model code touches for the first time
+// memory of another node (NodeMemory tells a line's node; other memory is local to the CPU that misses), unless it is
+// node memory and the same CPU's previous such miss was in the same 4 KiB page: the L2 streamer has prefetched it
+// (Intel 64 and IA-32 Architectures Optimization Reference Manual: it follows ascending and descending sequences of
+// addresses, one forward and one backward stream per 4 KiB page; AMD's L2 stream prefetcher likewise), and it costs
+// its 64 bytes at the core's load bandwidth. A walk of consecutive struct pages thus pays one latency per 4 KiB of
+// mem_map; the folio heads hugetlb_lock's walk enqueues, 32 KiB apart, pay one each. Node memory is page-aligned, so
+// its host pages are the model's; the 4 KiB page of a heap object is an accident of the host's heap, so such a line
+// always pays the latency, and virtual times never depend on the heap. A line model code touches for the first time
 // in a run is taken as cached (set-up just wrote it).
 // Leaves out: out-of-order overlap of misses between separate touches, prefetchers but the streamer's page rule above
 // (the next-line and next-page prefetchers, a stream that crosses a 4 KiB page), SMT sharing of a core, DRAM misses
