@@ -34,19 +34,24 @@ const bool kUseTsc = has_invariant_tsc();
 
 constinit thread_local bool tls_virtual = false;
 
-uint64_t virtual_read() noexcept {
+// The simulator whose fiber calls, or nullptr on any other thread or outside its fibers.
+static vt::Simulator* fiber_simulator() noexcept {
   vt::Simulator* s = vt::Simulator::current();
-  return s && vt::current_cpu() >= 0 ? s->read_clock() : 0;
+  return s && vt::current_cpu() >= 0 ? s : nullptr;
+}
+
+uint64_t virtual_read() noexcept {
+  vt::Simulator* s = fiber_simulator();
+  return s ? s->read_clock() : 0;
 }
 
 uint64_t virtual_now() noexcept {
-  vt::Simulator* s = vt::Simulator::current();
-  return s && vt::current_cpu() >= 0 ? s->now() : 0;
+  vt::Simulator* s = fiber_simulator();
+  return s ? s->now() : 0;
 }
 
 void virtual_advance(uint64_t ps) noexcept {
-  vt::Simulator* s = vt::Simulator::current();
-  if (s && vt::current_cpu() >= 0) s->advance(ps);
+  if (vt::Simulator* s = fiber_simulator()) s->advance(ps);
 }
 
 static ClockCalibration calibrate() noexcept {
