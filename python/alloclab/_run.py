@@ -139,7 +139,8 @@ def run(
             override as that parameter's value; the parameter given too, with another kind, is a ``ValueError``
             (``lock="spin", locks={"lock_zoo": "ticket"}``), never a run labelled with one kind that ran the other.
         strict: make a failure to bind a worker to its CPU an error instead of a recorded ``bind_ok=False``.
-        seed: seed of every random choice of the run (each worker draws its own stream from it).
+        seed: seed of every random choice of the run (each worker draws its own stream from it); in a virtual-clock
+            run it also draws the workers' start order at the gate, so another seed is another interleaving.
         timeout_s: stop the run after this many seconds (0: no limit), counted from the start of its set-up; a
             stopped run returns normally with ``stopped=True`` and ``stop_reason="timeout after ..."``, its figures
             covering the part that ran (a stop during set-up: no worker figures, ``"..., during set-up (no worker

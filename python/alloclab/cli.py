@@ -632,7 +632,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", metavar="T", help='"host" (default), a synthetic description, or an XML file')
     p.add_argument("--placement", default="compact", help="compact (default), scatter, or a PU list 0,2,1,3")
     p.add_argument("--lock", action="append", default=[], metavar="CLASS=KIND", help="lock kind override")
-    p.add_argument("--seed", type=int, default=1, help="seed of the run's random choices (default 1)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the run's random choices and, in virtual time, of the workers' start order (default 1)",
+    )
     p.add_argument("--timeout", type=float, default=0.0, metavar="S", help="stop a run after S seconds")
     p.add_argument("--strict", action="store_true", help="binding failures are errors")
     p.add_argument("--clock", default="real", help="real (default) or virtual: simulate --machine in virtual time")

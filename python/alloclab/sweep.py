@@ -179,7 +179,8 @@ def sweep(
         lockstat: collect lock statistics in the timed repeats (``True`` or ``False``).
         locks: lock class -> lock kind overrides for every run.
         strict: make binding failures errors (they then show up as error rows).
-        seed: the seed of every run (the same for all repeats, so repeats differ only by timing).
+        seed: the seed of every run (the same for all repeats, so repeats differ only by timing; a virtual-clock run
+            with ``costs="table"`` repeats exactly: put ``seed`` in the grid for other interleavings).
         timeout_s: per-run time limit (0: none); a run that hits it becomes a ``status="stopped"`` row whose
             ``error`` column gives the reason (``"timeout after ..."``) and whose figures cover the part that ran.
         min_time_s, grow, grow_fit, exclusive: as :func:`alloclab.run`.

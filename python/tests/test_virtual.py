@@ -76,6 +76,23 @@ def test_lock_stat_costs_a_virtual_run_nothing():
         assert off.lockstat.empty, scenario
 
 
+def test_the_seed_draws_the_start_order():
+    # The start gate: each worker sees it open at a phase of its spin loop that the seed draws, so the seed picks the
+    # start order (and with it the interleaving); one seed repeats exactly, and the counts do not depend on it.
+    def run(seed: int) -> al.RunResult:
+        return al.run("lock_zoo", clock="virtual", machine="xeon-8380-2s", threads=8, iterations=200, lock="ticket",
+                      hold_ns=50, seed=seed)  # fmt: skip
+
+    first, again, other = run(1), run(1), run(2)
+    assert list(first.workers["start_s"]) == list(again.workers["start_s"])
+    assert first.summary["elapsed_s"] == again.summary["elapsed_s"]
+    assert list(first.workers["start_s"].rank()) != list(other.workers["start_s"].rank())
+    for r in (first, other):
+        assert r.workers["start_s"].between(0, 1e-6).all()  # within one PAUSE and line access of the release
+        assert r.workers["start_s"].nunique() == 8
+        assert r.lockstat.set_index("class").loc["lock_zoo", "acquisitions"] == 8 * 200
+
+
 @pytest.mark.parametrize("scenario", names())
 def test_every_scenario_runs_on_512_virtual_cpus_on_16_nodes(scenario):
     m = machine_like(BIG)

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "alloclab/base/clock.hpp"
+#include "alloclab/base/rng.hpp"
 #include "alloclab/base/scheduler.hpp"
 #include "alloclab/lab/scenario.hpp"
 #include "alloclab/locks/lock_domain.hpp"
@@ -459,6 +460,17 @@ struct VirtualWorkersScope {
 
 constexpr auto kHardStopGrace = std::chrono::seconds(1);
 
+// The start gate of a virtual-clock run, as the real one: the workers spin on a flag (`while (!go) cpu_relax();`)
+// and each sees it open at some phase of its spin loop. Worker w starts at that phase, which the run's seed draws
+// uniform over one spin_step (its own stream: the workers' draws stay as they were), so the seed picks the workers'
+// start order, and through it the run's interleaving. Leaves out the line's transfer to each spinner: in a model
+// without noise it would sort the start by distance for good (a FIFO lock keeps its first queue order forever), which
+// a real machine's noise does not. Returns w's start, in virtual time after the release.
+vt::vtime gate_seen(const CostModel& costs, uint64_t seed, int w) {
+  Rng phase(seed, ~uint64_t(w));
+  return phase.below(costs.spin_step());
+}
+
 }  // namespace
 
 namespace detail {
@@ -650,7 +662,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       ctl.stop.store(true);
     }
   };
-  uint64_t release = 0;  // the start gate's opening, in the run's ticks (0: every virtual clock starts there)
+  uint64_t release = 0;  // the start gate's opening, in the run's ticks (0: virtual time 0, see gate_seen)
   bool hard_stopped = false;
 
   if (virt) {
@@ -672,7 +684,7 @@ RunResult run_scenario(Scenario& scenario, const std::string& name, const Params
       row.slot = ctxs[size_t(w)].slot;
       row.bind_ok = true;  // the virtual CPU is its model PU
       locks.attach(w, row.slot.model_pu, row.slot.model_node);
-      if (!ctl.stop.load()) run_worker(w);
+      if (sim.block_until(gate_seen(*costs, opt.seed, w)) && !ctl.stop.load()) run_worker(w);
     });
     hard_stopped = sim.stopped() && !ctl.error;
     if (ctl.error) std::rethrow_exception(ctl.error);

@@ -10,8 +10,9 @@
 // controlling thread polls its stop condition every 50 ms (Ctrl-C, timeout); every worker thread is joined before
 // the runner returns or unwinds (also on errors and on a forced unwind), and the RunResult is assembled.
 // A virtual-clock run (clock = virtual) runs the same scenario on the virtual CPUs of a machine profile instead: the
-// topology is the profile's, each worker is a fiber of the simulator (base/scheduler.hpp) on the calling thread, its
-// clock starts at 0 with every other one's (the release), locks are VirtualLocks and time is charged by the cost
+// topology is the profile's, each worker is a fiber of the simulator (base/scheduler.hpp) on the calling thread, the
+// release is at virtual time 0 and each worker leaves the gate within one spin-loop step of it, in an order the
+// run's seed draws (so another seed is another interleaving), locks are VirtualLocks and time is charged by the cost
 // model (topology/cost_model.hpp). A stop is soft first (the workers see stopped() and end their operation) and
 // hard after a second of host time (every wait fails, the workers unwind mid-operation, and the model's state is
 // not checked). Nothing about the host (binding, oversubscription, schedstat) applies.
