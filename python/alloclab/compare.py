@@ -44,7 +44,8 @@ def directories(
         dir_b: the contender, likewise.
         metric: the column compared (default ``elapsed_s``: lower is better).
         by: the columns that name a configuration (default: the grid parameters of either directory that both
-            tables have).
+            tables have, except ``seed``: runs that differ by seed alone are samples of one configuration, and for
+            a deterministic virtual run the only samples there are).
         alpha: the significance level of the U test.
         confidence: the confidence level of the ratio's interval.
         across_hosts: compare timings taken on two different hosts (refused by default: see
@@ -72,7 +73,7 @@ def directories(
             raise ValueError(f"metric: {metric!r} is not a column of {name} (columns: {', '.join(table.columns)})")
     if by is None:
         grid = [*(loaded[0].meta.get("grid") or {}), *(loaded[1].meta.get("grid") or {})]
-        by = [c for c in dict.fromkeys(grid) if all(c in t.columns for t in tables)]
+        by = [c for c in dict.fromkeys(grid) if c != "seed" and all(c in t.columns for t in tables)]
     by = list(by)
     for col in by:
         for name, table in zip(("dir_a", "dir_b"), tables, strict=True):
@@ -122,17 +123,11 @@ def differing_parameters(dir_a: str | os.PathLike, dir_b: str | os.PathLike) -> 
 
 
 def _sample(both: pd.DataFrame, by: list[str], key: tuple, side: str, metric: str) -> np.ndarray:
-    """The ok runs of one side of one configuration, without flagged runs (as stats.compare uses them)."""
+    """The sample of one side of one configuration that stats.compare rests on (:func:`alloclab.stats.sample`)."""
     mask = (both["_side"] == side).to_numpy(copy=True)
     for col, val in zip(by, key, strict=True):
         mask &= (both[col] == val).to_numpy()
-    part = both[mask]
-    if "status" in part.columns:
-        part = part[part["status"] == "ok"]
-    for col in stats.FLAG_COLUMNS:
-        if col in part.columns:
-            part = part[~part[col].fillna(False).astype(bool)]
-    return pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(dtype=float)
+    return stats.sample(both[mask], metric)
 
 
 def _ratio_interval(a: np.ndarray, b: np.ndarray, confidence: float, seed: int) -> tuple[float, float]:

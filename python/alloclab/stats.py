@@ -4,7 +4,8 @@ In the spirit of Google Benchmark's ``compare.py``: a variant differs from the b
 of repeats differ by a two-sided Mann-Whitney U test. A ratio is a *finding* only when that test is significant
 with at least :data:`MIN_REPEATS` repeats on each side, no run was oversubscribed, and the runs it rests on were
 measurements (runs whose workers did not run together, or that were too short to measure, are dropped and
-counted). Otherwise the comparison says ``n.s.`` and why (:func:`finding`).
+counted), each one sample (a deterministic virtual run repeated with one seed is one, however many rows it has).
+Otherwise the comparison says ``n.s.`` and why (:func:`finding`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FLAG_COLUMNS", "MIN_REPEATS", "compare", "finding", "min_p_value"]
+from ._checks import check_int
+
+__all__ = ["FLAG_COLUMNS", "MIN_REPEATS", "compare", "finding", "min_p_value", "sample"]
 
 #: Repeats each side needs before a difference can be called a finding.
 MIN_REPEATS = 5
@@ -53,11 +56,14 @@ def compare(
     alternative: str = "two-sided",
     min_repeats: int = MIN_REPEATS,
     across_hosts: bool = False,
+    digits: int = 3,
 ) -> pd.DataFrame:
     """Compare the groups of ``by`` on ``metric``: median, IQR, ratio to a baseline, a U-test p-value and a finding.
 
     Rows whose ``status`` (when the column exists) is not ``"ok"`` and NaN values of ``metric`` are left out; so
-    are runs flagged by a :data:`FLAG_COLUMNS` column (counted in ``dropped``).
+    are runs flagged by a :data:`FLAG_COLUMNS` column (counted in ``dropped``). A deterministic run (virtual clock,
+    ``costs="table"``: ``host_independent``) repeated with one seed is one sample, however many rows it has
+    (counted in ``copies``): its repeats are copies, not evidence, and only other seeds (other interleavings) are.
 
     Args:
         df: a tidy table such as :func:`alloclab.sweep` returns (one row per run).
@@ -76,6 +82,7 @@ def compare(
             hostname, CPU model, topology digest and kernel), except rows whose figures do not depend on the host
             (``host_independent``: virtual clock with ``costs="table"``): a timing on one machine against a timing
             on another measures the machines, not the variants.
+        digits: significant digits of the ratio in ``finding`` (3: ``"0.394x"``; a gain of a few percent needs 4).
 
     Returns:
         One row per (``within`` values, variant): the ``within`` and ``by`` columns, ``n``, ``median``, ``q1``,
@@ -84,7 +91,8 @@ def compare(
         itself or an empty group), ``significant`` (``p_value < alpha``) and ``too_few_repeats`` (True when the
         smallest p-value the test could give for these sample sizes is not below ``alpha``, see
         :func:`min_p_value`: the comparison cannot show a difference whatever the data; always False on the
-        baseline's own row), ``dropped`` (runs of the group left out by a flag), ``oversubscribed`` (some run of
+        baseline's own row), ``dropped`` (runs of the group left out by a flag), ``copies`` (rows of the group
+        and its baseline that repeat a deterministic run, counted once), ``oversubscribed`` (some run of
         the group or of its baseline was, when the table has that column), ``finding`` (the ratio with its
         p-value when it is one, else ``"n.s. (reasons)"``; ``"baseline"`` on the baseline's row) and
         ``significant`` (the finding holds: p < alpha, enough repeats, nothing oversubscribed).
@@ -102,18 +110,12 @@ def compare(
             raise ValueError(f"{col}: no such column (columns: {', '.join(map(str, df.columns))})")
     if alternative not in ("two-sided", "less", "greater"):
         raise ValueError(f"alternative: expected 'two-sided', 'less' or 'greater', got {alternative!r}")
+    check_int("digits", digits, 1, 17)
 
-    data = df
-    if "status" in data.columns:
-        data = data[data["status"] == "ok"]
-    data = data[pd.to_numeric(data[metric], errors="coerce").notna()]
+    data = _ok(df, metric)
     if not across_hosts and "host" not in by_cols and "host" not in within_cols:
         _one_host(data)
-    flagged = np.zeros(len(data), dtype=bool)
-    for col in FLAG_COLUMNS:
-        if col in data.columns:
-            flagged |= data[col].fillna(False).astype(bool).to_numpy()
-    dropped_rows, data = data[flagged], data[~flagged]
+    dropped_rows, data = _split_flagged(data)
 
     def key_of(row_values: Sequence[Any]) -> Any:
         return row_values[0] if len(by_cols) == 1 else tuple(row_values)
@@ -141,9 +143,12 @@ def compare(
     for within_key, part, dropped_part, planned in groups:
         samples: dict[Any, np.ndarray] = {}
         oversubscribed: dict[Any, bool] = {}
+        copies: dict[Any, int] = {}
         for variant in all_variants:
             chosen = select(part, variant)
-            samples[variant] = chosen[metric].astype(float).to_numpy()
+            unique = _one_per_run(chosen, metric)
+            copies[variant] = len(chosen) - len(unique)
+            samples[variant] = unique[metric].astype(float).to_numpy()
             oversubscribed[variant] = over(chosen) or over(select(dropped_part, variant))
         base = samples[baseline]
         base_median = float(np.median(base)) if len(base) else float("nan")
@@ -166,10 +171,11 @@ def compare(
                 False if variant == baseline else min_p_value(len(x), len(base), alternative) >= alpha
             )
             row["dropped"] = len(select(dropped_part, variant))
+            row["copies"] = copies[variant] + (0 if variant == baseline else copies[baseline])
             if "oversubscribed" in df.columns:
                 row["oversubscribed"] = oversubscribed[variant] or oversubscribed[baseline]
             text, holds = finding(row, is_baseline=variant == baseline, alpha=alpha, min_repeats=min_repeats,
-                                  base_n=len(base))  # fmt: skip
+                                  base_n=len(base), digits=digits)  # fmt: skip
             row["finding"] = text
             row["significant"] = holds
             rows.append(row)
@@ -183,6 +189,7 @@ def finding(
     alpha: float = 0.05,
     min_repeats: int = MIN_REPEATS,
     base_n: int | None = None,
+    digits: int = 3,
 ) -> tuple[str, bool]:
     """How a comparison row may be reported: its ratio as a finding, or ``"n.s."`` with every reason.
 
@@ -193,6 +200,7 @@ def finding(
         alpha: the significance level.
         min_repeats: runs each side needs.
         base_n: runs of the baseline (default: ``row["n"]``).
+        digits: significant digits of the ratio.
 
     Returns:
         ``(text, holds)``: e.g. ``("0.394x (p=0.0079)", True)`` or ``("n.s. (p=0.33; 3 repeats < 5)", False)``.
@@ -213,9 +221,11 @@ def finding(
         reasons.append("oversubscribed")
     if int(row.get("dropped", 0) or 0):
         reasons.append(f"{int(row['dropped'])} run(s) dropped: workers did not run together or too short")
+    if reasons and int(row.get("copies", 0) or 0):
+        reasons.append(f"{int(row['copies'])} repeat(s) of a deterministic run counted once: vary the seed")
     if reasons:
         return "n.s. (" + "; ".join(reasons) + ")", False
-    return f"{row['ratio']:.3g}x (p={p:.2g})", True
+    return f"{row['ratio']:.{digits}g}x (p={p:.2g})", True
 
 
 #: The columns that name a row's host (the rest of :data:`alloclab.cluster.HOST_COLUMNS`).
@@ -237,6 +247,38 @@ def _one_host(data: pd.DataFrame) -> None:
             f"across_hosts: the rows compared were timed on {len(hosts)} hosts ({names}); timings from different "
             "machines are not samples of one variant. Compare per host (within='host'), or pass across_hosts=True"
         )
+
+
+def sample(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    """The values of ``metric`` that :func:`compare` rests on for ``rows`` (one variant of one comparison): the ok
+    runs with a value, without the flagged ones (:data:`FLAG_COLUMNS`), each deterministic run once."""
+    _, kept = _split_flagged(_ok(rows, metric))
+    return _one_per_run(kept, metric)[metric].astype(float).to_numpy()
+
+
+def _ok(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows whose ``status`` (when there is one) is ``"ok"`` and whose ``metric`` is a number."""
+    if "status" in rows.columns:
+        rows = rows[rows["status"] == "ok"]
+    return rows[pd.to_numeric(rows[metric], errors="coerce").notna()]
+
+
+def _split_flagged(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(flagged, kept)``: the rows a :data:`FLAG_COLUMNS` flag makes no measurement, and the others."""
+    flagged = np.zeros(len(rows), dtype=bool)
+    for col in FLAG_COLUMNS:
+        if col in rows.columns:
+            flagged |= rows[col].fillna(False).astype(bool).to_numpy()
+    return rows[flagged], rows[~flagged]
+
+
+def _one_per_run(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``rows`` with each deterministic run once: a virtual-clock run with ``costs="table"`` (``host_independent``)
+    is a pure function of its inputs, so its repeats with one seed (the same seed and figure) are one sample."""
+    if "host_independent" not in rows.columns or "seed" not in rows.columns:
+        return rows
+    fixed = rows["host_independent"].fillna(False).astype(bool).to_numpy()
+    return rows[~(fixed & rows.duplicated(["seed", metric]).to_numpy())]
 
 
 def _groups(

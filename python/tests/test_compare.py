@@ -1,5 +1,6 @@
 """`alloclab compare DIR_A DIR_B` and al.compare.directories: per configuration the change of B against A, its
-bootstrap interval and the U test of alloclab.stats.compare, on virtual-time sweeps (deterministic)."""
+bootstrap interval and the U test of alloclab.stats.compare, on virtual-time sweeps (deterministic: the samples of a
+configuration are its seeds, each another interleaving)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from alloclab.cli import main
 
 # min_time_s=0: a short virtual run is still a measurement (virtual time has no timer resolution to fall under).
 VIRTUAL = {"clock": "virtual", "machine": "xeon-8380-2s", "iterations": 200, "min_time_s": 0.0}
+SEEDS = [1, 2, 3, 4, 5]
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +20,7 @@ def dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     out = {}
     for name, lock, threads in (("spin", "spin", [1, 4]), ("mcs", "mcs", [1, 4]), ("mcs_wide", "mcs", [4, 8])):
-        al.sweep("lock_zoo", grid={"threads": threads}, repeats=5, lock=lock, out=root / name, progress=False,
+        al.sweep("lock_zoo", grid={"threads": threads, "seed": SEEDS}, lock=lock, out=root / name, progress=False,
                  **VIRTUAL)  # fmt: skip
         out[name] = root / name
     return out

@@ -122,3 +122,23 @@ def test_a_finding_needs_significance_repeats_and_clean_runs():
     same = al.stats.compare(_table({"A": [1.0, 3.0, 5.0, 7.0, 9.0], "B": [2.0, 4.0, 6.0, 8.0, 10.0]}), by="variant",
                             metric="t").iloc[1]  # fmt: skip
     assert same["finding"] == f"n.s. (p={same['p_value']:.2g})"
+
+
+def test_repeats_of_a_deterministic_virtual_run_are_one_sample():
+    # Five repeats of one seed in virtual time (costs="table") are five copies of one run: never a finding, however
+    # far apart the variants are; five seeds are five interleavings, and the U-test decides.
+    grid = {"lock": ["ticket", "mcs"]}
+    options = dict(clock="virtual", machine="xeon-8380-2s", costs="table", threads=16, iterations=100, progress=False)
+    copies = al.sweep("lock_zoo", grid=grid, repeats=5, **options)
+    row = al.stats.compare(copies, by="lock", metric="acquisitions_per_s", baseline="ticket").iloc[1]
+    assert (row["n"], row["copies"]) == (1, 8)
+    assert row["finding"] == "n.s. (p=1; 1 repeats < 5; 8 repeat(s) of a deterministic run counted once: vary the seed)"
+    seeds = al.sweep("lock_zoo", grid={**grid, "seed": [1, 2, 3, 4, 5]}, **options)
+    row = al.stats.compare(seeds, by="lock", metric="acquisitions_per_s", baseline="ticket", digits=4).iloc[1]
+    assert (row["n"], row["copies"]) == (5, 0) and row["significant"]
+    assert row["finding"] == f"{row['ratio']:.4g}x (p={row['p_value']:.2g})"
+
+
+def test_digits_is_checked():
+    with pytest.raises(ValueError, match=r"digits: value out of range: 0 \(allowed: 1\.\.17\)"):
+        al.stats.compare(_flagged(), by="variant", metric="t", digits=0)
