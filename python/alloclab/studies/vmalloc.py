@@ -22,7 +22,11 @@ loop is not what the seed measured.
 
 Virtual part: the seed's operation at its points (:data:`VIRTUAL_POINTS`: v6.7 at 40-160 vCPUs of the 160-vCPU Ice
 Lake, v6.9+ at 160 there and at 224 on Sapphire Rapids), busy lock twice and once, ``costs="table"``, one run per
-point; ``projected["once_over_twice"]`` puts it between the seed's figures and the real runs.
+seed 1..:data:`VIRTUAL_SEEDS`. A virtual run is deterministic, but the seed draws the workers' start order at the
+gate and so the run's interleaving, and the gain of a few percent the seed reports is as small as the difference two
+interleavings make (at 2,000 operations per worker the seeds' once/twice spread over 3.5 points at 160 vCPUs, 5 at
+224). So a point's gain is a finding only when the U-test over the seeds says so, as for real repeats;
+``projected["once_over_twice"]`` puts it between the seed's figures and the real runs.
 """
 
 from __future__ import annotations
@@ -55,8 +59,9 @@ NAME = "vmalloc_lock_once"
 TITLE = "vmalloc busy lock twice -> once, v6.7 vs v6.9+ vmap_nodes: ops/s and busy-lock acquisitions"
 SCENARIOS = ("vmalloc_stress",)
 SEED = "vmalloc-busy-lock-once"
-#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 4.8, "full": 497}
+#: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``): measured on the project's Zen 4 VM
+#: (AMD EPYC, family 25 model 17), quiet, on 2026-12-07, once the virtual part ran five seeds per point.
+ESTIMATED_S = {"quick": 15.7, "full": 679}
 
 #: The seed thread's figures: stress-ng --pthread bogo ops/s. v6.7 on Ice Lake (Huang Rulin, 2024-02-09): patched /
 #: original in percent; mm-unstable with vmap_nodes (2024-02-22): the gain in percent, 160 vCPUs Ice Lake and 224
@@ -93,6 +98,8 @@ PATTERNS = (SEED_PATTERN, DEFAULT_PATTERN)
 BOUNCE_NS = (0, 400)
 #: Operations per worker of the quick virtual part (a 224-CPU run of 100 takes about a second of host time).
 VIRTUAL_OPS_QUICK = 100
+#: Virtual runs per point and variant, seeds 1..VIRTUAL_SEEDS: the fewest with which a U-test can find a difference.
+VIRTUAL_SEEDS = stats.MIN_REPEATS
 #: The seed's points in virtual time: (shape, online vCPUs, machine). v6.7 on the 160-vCPU Ice Lake
 #: (``profiles/xeon-8380-2s.toml``) with 40-160 of its CPUs online, as the seed's scaling runs; v6.9+ on it at 160
 #: and on the 224-vCPU Sapphire Rapids (``profiles/xeon-8480-2s.toml``). Workers run on CPUs 0..vCPUs-1.
@@ -139,8 +146,10 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     table = summarize(result.runs)
     plots = draw(result, out_dir, quick=quick)
     notes = [
-        f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, costs='table', one run per point "
-        "(deterministic): " + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
+        f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, costs='table', seeds 1-{VIRTUAL_SEEDS} (the "
+        "workers' start order, so the interleaving) per point and variant, a gain only where the U-test over the "
+        "seeds finds one: " + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
+        *virtual_reading(virtual),
         f"real: {ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
         f"round, stacks from fork.c's 2-stack cache or vmalloc), {repeats} timed repeats, interleaved, model {MODEL}.",
         lockstat_cost(),
@@ -152,29 +161,55 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                        projected={"once_over_twice": projection(virtual, table)})  # fmt: skip
 
 
-def virtual_runs(ops: int) -> pd.DataFrame:
-    """The seed's operation at each of :data:`VIRTUAL_POINTS`, busy lock twice and once, one virtual run each
-    (``costs="table"``: the run is the figure).
+def virtual_runs(ops: int, seeds: int = VIRTUAL_SEEDS) -> pd.DataFrame:
+    """The seed's operation at each of :data:`VIRTUAL_POINTS`, busy lock twice and once, one virtual run
+    (``costs="table"``) per seed 1..``seeds``: the seed draws the start order, so each is another interleaving.
+
+    Args:
+        ops: operations per worker.
+        seeds: runs per point and variant.
 
     Returns:
-        ``shape, vcpus, machine, busy_lock, ops_per_s, nr_vmap_nodes, lock_counts_exact``.
+        ``shape, vcpus, machine, seed, busy_lock, ops_per_s, nr_vmap_nodes, lock_counts_exact``.
     """
     nodes = {shape: n for n, shape in SHAPES.items()}
     rows = []
     for shape, vcpus, machine in VIRTUAL_POINTS:
-        for busy in ("twice", "once"):
-            r = run_once("vmalloc_stress", clock="virtual", machine=machine, costs="table", threads=vcpus, ops=ops,
-                         pattern=SEED_PATTERN, vmap_nodes=nodes[shape], busy_lock=busy)  # fmt: skip
-            rows.append({"shape": shape, "vcpus": vcpus, "machine": machine, "busy_lock": busy,
-                         "ops_per_s": float(r.summary["ops_per_s"]), "nr_vmap_nodes": int(r.summary["nr_vmap_nodes"]),
-                         "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
+        for seed in range(1, seeds + 1):
+            for busy in ("twice", "once"):
+                r = run_once("vmalloc_stress", clock="virtual", machine=machine, costs="table", threads=vcpus, ops=ops,
+                             pattern=SEED_PATTERN, vmap_nodes=nodes[shape], busy_lock=busy, seed=seed)  # fmt: skip
+                rows.append({"shape": shape, "vcpus": vcpus, "machine": machine, "seed": seed, "busy_lock": busy,
+                             "ops_per_s": float(r.summary["ops_per_s"]),
+                             "nr_vmap_nodes": int(r.summary["nr_vmap_nodes"]),
+                             "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def once_over_twice(runs: pd.DataFrame) -> pd.DataFrame:
-    """``shape, vcpus, once_over_twice`` (ops/s once / twice) from one ``ops_per_s`` per (shape, vcpus, busy_lock)."""
-    wide = runs.pivot_table(index=["shape", "vcpus"], columns="busy_lock", values="ops_per_s").reset_index()
-    return wide.assign(once_over_twice=wide["once"] / wide["twice"])[["shape", "vcpus", "once_over_twice"]]
+    """Ops/s once over twice per point, over the seeds of :func:`virtual_runs`.
+
+    Returns:
+        ``shape, vcpus, once_over_twice`` (median over median), ``p_value`` (U-test, once vs twice),
+        ``significant`` and ``finding`` (the ratio to 4 digits with its p-value, or ``n.s.`` and why), in
+        :data:`VIRTUAL_POINTS` order.
+    """
+    cmp = stats.compare(runs, by="busy_lock", metric="ops_per_s", within=["shape", "vcpus"], baseline="twice",
+                        digits=4)  # fmt: skip
+    once = cmp[cmp["busy_lock"] == "once"].rename(columns={"ratio": "once_over_twice"})
+    return once[["shape", "vcpus", "once_over_twice", "p_value", "significant", "finding"]].reset_index(drop=True)
+
+
+def virtual_reading(runs: pd.DataFrame) -> list[str]:
+    """One line per virtual point: the gain over the seeds (median, and each seed's), and whether it is a finding."""
+    lines = []
+    for _, r in once_over_twice(runs).iterrows():
+        part = runs[(runs["shape"] == r["shape"]) & (runs["vcpus"] == r["vcpus"])]
+        wide = part.pivot_table(index="seed", columns="busy_lock", values="ops_per_s")
+        per_seed = ", ".join(f"{g:+.2f}" for g in 100 * (wide["once"] / wide["twice"] - 1))
+        lines.append(f"virtual {r['shape']} at {int(r['vcpus'])} vCPUs: once/twice - 1 = "
+                     f"{100 * (r['once_over_twice'] - 1):+.2f} % (per seed: {per_seed} %): {r['finding']}")  # fmt: skip
+    return lines
 
 
 def published_points() -> pd.DataFrame:
@@ -190,12 +225,13 @@ def published_points() -> pd.DataFrame:
 
 
 def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """Published | virtual | real per (shape, vCPUs): ops/s once over twice (the real one is the comparison's
-    finding for the seed's operation at bounce 0, a ratio only when significant)."""
+    """Published | virtual | real per (shape, vCPUs): ops/s once over twice (the virtual one over the seeds, the real
+    one over the repeats of the seed's operation at bounce 0: each a finding, a ratio only when significant)."""
     real = table[(table["pattern"] == SEED_PATTERN) & (table["bounce_ns"] == 0)]
     real = real.rename(columns={"threads": "vcpus", "once_vs_twice": "once_over_twice"})
     real = real[["shape", "vcpus", "once_over_twice"]]
-    return projected(["shape", "vcpus"], published=published_points(), virtual=once_over_twice(virtual), real=real,
+    virtual = once_over_twice(virtual)[["shape", "vcpus", "finding"]].rename(columns={"finding": "once_over_twice"})
+    return projected(["shape", "vcpus"], published=published_points(), virtual=virtual, real=real,
                      workers=lambda row: int(row["vcpus"]))  # fmt: skip
 
 
