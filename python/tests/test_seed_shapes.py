@@ -24,10 +24,16 @@ HUGETLB_4NODE_MISS = (
     " MULTIPLIER_MISS. Simulator version 13 (LLC capacity) leaves the quick sizes as they were (a work's folios fit "
     "its LLC there); at 1/16 it gives 80.4 % (serial 4128 ms, parallel 807 ms). Version 15 (lock_stat free in virtual"
     " time, the streamer's page rule on node memory only): 82.2 % at 1/1024 (serial 3958 ms, parallel 704 ms), 80.4 %"
-    " at 1/16 (4082 ms, 801 ms)"
+    " at 1/16 (4082 ms, 801 ms). Version 16 (the start order drawn from the seed): 82.2 % at 1/1024 (3958 ms, 706 ms),"
+    " 80.1 % at 1/16 (4082 ms, 813 ms)"
 )
 MULTIPLIER_MISS = (
-    "measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 15): speedup over k = 1 at "
+    "measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 16, the start order drawn "
+    "from the seed): speedup over k = 1 at k = 2..5 is 1.96 / 2.88 / 3.77 / 4.58 (256G and 50G alike), 2.03 / 3.02 / "
+    "3.78 / 4.19 (2T; seed 1.44 / 1.80 / 2.00 / 2.04); at the full study's sizes 1.90 / 2.72 / 3.47 / 4.13 (256G; "
+    "seed 1.67 / 2.28 / 2.67 / 2.84), 1.91 / 2.73 / 3.50 / 4.13 (50G; seed 1.61 / 1.92 / 2.37 / 2.29), 1.86 / 2.64 "
+    "/ 3.03 / 3.40 (2T): against version 15 the 2T steps moved by up to 0.17 with the start order alone. "
+    "Measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 15): speedup over k = 1 at "
     "k = 2..5 is 1.96 / 2.88 / 3.76 / 4.57 (256G and 50G alike), 2.03 / 2.84 / 3.85 / 4.33 (2T); at the full study's "
     "sizes 1.90 / 2.72 / 3.43 / 4.11 (256G), 1.91 / 2.73 / 3.47 / 4.16 (50G), 1.89 / 2.55 / 3.20 / 3.49 (2T). "
     "Measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 13): speedup over k = 1 at "
