@@ -26,6 +26,7 @@ import concurrent.futures as cf
 import contextlib
 import contextvars
 import functools
+import multiprocessing
 import os
 import platform
 import socket
@@ -36,13 +37,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import results
+from ._checks import check_int
 from ._run import MeasurementWarning, RunResult, run
 from .machines import Machine
 from .topology import Topology
 
 __all__ = [
     "HOST_COLUMNS", "SLURM_KEYS", "Outcome", "Task", "check_placement", "completed", "current", "dask", "disturbed",
-    "execute", "host", "pick", "portable", "slurm", "using",
+    "execute", "host", "local", "pick", "portable", "slurm", "using",
 ]  # fmt: skip
 
 #: Columns of every sweep row that say which host ran it: its hostname, CPU model, the digest of its hwloc
@@ -76,7 +78,8 @@ def current() -> Any:
 def pick(executor: Any, host_timed: bool) -> Any:
     """The executor a sweep uses: ``executor`` itself, or, when it is a function (no ``submit``), what it returns
     for this sweep (``executor(host_timed)``: e.g. one that asks Dask for a whole machine only when runs are timed
-    by their host; :func:`dask` and :func:`slurm` make such functions)."""
+    by their host; :func:`dask`, :func:`slurm` and :func:`local` make such functions). ``None``: the sweep runs
+    here, one run after the other."""
     if executor is not None and not callable(getattr(executor, "submit", None)) and callable(executor):
         return executor(host_timed)
     return executor
@@ -113,6 +116,46 @@ class dask:  # lower case: it is used as a function, al.cluster.dask(address)
             self._client = None
 
     def __enter__(self) -> dask:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class local:  # lower case: it is used as a function, al.cluster.local()
+    """Packed sweeps (virtual clock, ``costs="table"``) on a pool of processes of this host, one per host PU by
+    default; host-timed sweeps here, one run at a time (:func:`pick` gets ``None`` for them). A packed run's figures
+    do not depend on what else the host runs, so its runs may share the host; a host-timed run never does.
+    :func:`alloclab.studies.reproduce` uses one unless an executor is in use already. Pass it where an executor goes
+    (:func:`pick`, :func:`using`); the pool starts at the first packed sweep, its processes forked from this one
+    (``fork``: they start in milliseconds with alloclab imported, and a script needs no ``__main__`` guard, as it
+    would under ``spawn`` or ``forkserver``); ``close()`` (or ``with``) shuts it down.
+
+    Args:
+        workers: processes of the pool (default: the host's PU count).
+
+    Raises:
+        ValueError: ``workers`` is not a whole number >= 1.
+    """
+
+    def __init__(self, workers: int | None = None):
+        self.workers = Topology.host().pus if workers is None else check_int("workers", workers, 1)
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def __call__(self, host_timed: bool) -> cf.ProcessPoolExecutor | None:
+        if host_timed:
+            return None
+        if self._pool is None:
+            context = multiprocessing.get_context("fork")
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=context)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> local:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -256,7 +256,8 @@ def sweep(
         timing = [{**options, **{k: v for k, v in c.items() if k in RUN_OPTIONS}} for c in configs]
         host_timed = any(o["clock"] != "virtual" or o["costs"] == "measured" for o in timing)
         executor = cluster.pick(executor, host_timed)
-        cluster.check_placement(executor, host_timed)
+        if executor is not None:  # a function's None: here
+            cluster.check_placement(executor, host_timed)
     out_dir = None if out is None else Path(out)
     resume_dir = _resume_dir(resume, out_dir)
     plan = [(r, c) for r in range(repeats + lockstat_repeats) for c in range(len(configs))]

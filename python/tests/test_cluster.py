@@ -78,6 +78,28 @@ def test_local_rows_name_their_host(local):
     assert local["host_independent"].all()  # virtual clock, table costs
 
 
+def test_local_pool_runs_packed_sweeps_and_host_timed_ones_here(local):
+    # Before the Dask tests: the pool forks this process, which then has no client threads yet.
+    with cluster.local(workers=2) as ex:
+        pool = cluster.pick(ex, host_timed=False)
+        assert isinstance(pool, cf.ProcessPoolExecutor)
+        assert cluster.pick(ex, host_timed=False) is pool  # one pool for every packed sweep
+        assert cluster.pick(ex, host_timed=True) is None  # host-timed: here, one run at a time
+        pids = {pool.submit(os.getpid).result() for _ in range(4)}
+        on_pool = _sweep(executor=ex)
+        real = al.sweep("lock_zoo", {"threads": [1]}, progress=False, executor=ex, iterations=200)
+    assert pids and os.getpid() not in pids
+    pd.testing.assert_frame_equal(_results(on_pool), _results(local))
+    assert list(real["status"]) == ["ok"] and not real["host_independent"].iloc[0]
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(os.getpid)  # closed with the block
+
+
+def test_local_pool_size_is_checked():
+    with pytest.raises(ValueError, match=r"workers: value out of range: 0 \(allowed: >= 1\)"):
+        cluster.local(workers=0)
+
+
 def test_dask_local_cluster_gives_the_local_rows(local, dask_client):
     pids = set(dask_client.run(os.getpid).values())
     assert len(pids) == 2 and os.getpid() not in pids  # two worker processes, not this one

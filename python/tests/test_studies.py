@@ -142,3 +142,18 @@ def test_projected_puts_published_virtual_and_real_side_by_side():
     assert table["real_note"].tolist() == ["", why]
     with pytest.raises(ValueError, match="real has several rows for one configuration"):
         studies.projected(["threads"], published=published, virtual=virtual, real=pd.concat([real, real]))
+
+
+def test_virtual_part_refuses_a_failed_run(monkeypatch):
+    # A virtual run with table costs repeats exactly: a failed one is an error of the study, never a missing point.
+    def failing_sweep(scenario, *, grid, **kw):
+        seeds = grid["seed"]
+        return al.results.SweepResult(
+            runs=pd.DataFrame({"seed": seeds, "status": ["ok"] * (len(seeds) - 1) + ["error"],
+                               "error": [""] * (len(seeds) - 1) + ["ValueError: pages: too many"]}),
+            workers=pd.DataFrame(), lockstat=pd.DataFrame(),
+        )  # fmt: skip
+
+    monkeypatch.setattr(sys.modules["alloclab.sweep"], "sweep", failing_sweep)
+    with pytest.raises(RuntimeError, match=r"hugetlb_boot on m1: 1 virtual run\(s\) failed; first: ValueError: pages"):
+        studies.virtual("hugetlb_boot", grid={}, machine="m1", progress=False)

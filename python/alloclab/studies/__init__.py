@@ -38,11 +38,16 @@ How a study measures (the rules every study here follows)
   configuration for the counts; :func:`timed` and :func:`counted` split the rows.
 * Comparisons go through :func:`alloclab.stats.compare`, and a table shows its ``finding`` column — the ratio
   only when it is significant with enough repeats and clean runs, else ``n.s.`` and why — never a bare ratio.
+* A seed study's virtual part (the seed's machine, ``costs="table"``) goes through :func:`virtual`: one run per
+  seed of :data:`VIRTUAL_SEEDS` and configuration. A virtual run repeats exactly, but each seed is another start
+  order and so another interleaving, and a difference smaller than two interleavings make is no finding: the
+  virtual columns are medians and findings over the seeds, as the real ones are over repeats. :func:`reproduce`
+  runs them on a pool of this host's processes (:func:`alloclab.cluster.local`; they do not depend on the host).
 * :func:`lockstat_cost` measures, once per process, what lock_stat adds per acquisition; every study notes it.
 * Quick mode keeps the real-clock part to configurations that fit the host's PUs (:func:`fits_host`) and small
   sizes, but still takes the :data:`alloclab.stats.MIN_REPEATS` repeats a comparison needs; its virtual part runs
-  at reduced size with ``costs="table"`` (deterministic: one run per point). A quick result that points against the
-  seed's claim says so loudly (:func:`against_claim`).
+  at reduced size, with the same seeds. A quick result that points against the seed's claim says so loudly
+  (:func:`against_claim`).
 
 The framework (:func:`reproduce`) makes ``out_dir`` and shows a progress bar per study (:func:`study_bar`), then
 writes ``table.parquet``, ``projected_<name>.parquet`` and their figure ``projected.png`` (:func:`draw_projected`,
@@ -62,7 +67,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,6 +77,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import cluster, stats
 from .._catalogue import did_you_mean
 from ..topology import Topology
 
@@ -84,6 +90,7 @@ __all__ = [
     "measure",
     "measurement_notes",
     "timed",
+    "virtual",
     "Study",
     "StudyResult",
     "StudyRun",
@@ -353,7 +360,8 @@ def reproduce(
         study = find(study)
     out_dir = new_run_dir(out, study.name)
     t0 = time.monotonic()
-    with study_bar(study, quick, enabled=progress):
+    packed = nullcontext(cluster.current()) if cluster.current() is not None else cluster.local()
+    with study_bar(study, quick, enabled=progress), packed as executor, cluster.using(executor):
         result = study.run(quick, out_dir, progress)
     elapsed = time.monotonic() - t0
     if not isinstance(result, StudyResult):
@@ -529,6 +537,46 @@ def measure(scenario: str, *, grid: dict[str, Any], repeats: int, progress: bool
                  lockstat_repeats=1, retries=0 if quick else 2, **fixed)  # fmt: skip
 
 
+#: The seeds of a study's virtual part (:func:`virtual`): each draws another start order at the gate, so another
+#: interleaving; as many as a U-test needs to find a difference (:data:`alloclab.stats.MIN_REPEATS`).
+VIRTUAL_SEEDS = tuple(range(1, stats.MIN_REPEATS + 1))
+#: How a study's notes describe its virtual runs.
+VIRTUAL_RUNS = (
+    f"costs='table', seeds {VIRTUAL_SEEDS[0]}-{VIRTUAL_SEEDS[-1]} per configuration (each another start order, so "
+    "another interleaving), medians over them, a ratio only where the U-test over them finds one"
+)
+
+
+def virtual(scenario: str, *, grid: dict[str, Any], machine: Any, progress: bool, **fixed: Any):
+    """A study's virtual part: every configuration of ``grid`` on the seed's ``machine``, ``costs="table"``, one
+    run per seed of :data:`VIRTUAL_SEEDS` (a grid axis), lock_stat on (it costs no virtual time, so every row is
+    both :func:`timed` and :func:`counted`). The runs go to the executor of the enclosing
+    :func:`alloclab.cluster.using` block, which :func:`reproduce` gives a local pool (:func:`alloclab.cluster.local`):
+    they do not depend on the host, so they may share it. Figures are medians over the seeds, and comparisons go
+    through :func:`alloclab.stats.compare` as the real repeats' do. Returns the ``SweepResult``.
+
+    Args:
+        scenario: the scenario.
+        grid: the configurations (no ``seed`` axis: the seeds are this function's).
+        machine: the machine profile (a name, a path or a ``Machine``).
+        progress: show the sweep's progress bar.
+        **fixed: fixed parameters.
+
+    Raises:
+        RuntimeError: a run did not finish ok (a virtual run with table costs repeats exactly, so trying again
+            would fail alike); the message has the first error.
+    """
+    from ..sweep import sweep
+
+    result = sweep(scenario, grid={**grid, "seed": list(VIRTUAL_SEEDS)}, clock="virtual", machine=machine,
+                   costs="table", detail=True, progress=progress, **fixed)  # fmt: skip
+    failed = result.runs[result.runs["status"] != "ok"]
+    if len(failed):
+        raise RuntimeError(f"{scenario} on {machine}: {len(failed)} virtual run(s) failed; first: "
+                           f"{failed['error'].iloc[0]}")  # fmt: skip
+    return result
+
+
 def grown(scenario: str, *, workers_param: str, workers: Sequence[int], min_time_s: float, **params: Any) -> dict:
     """The parameters a study's sweep runs with: ``params`` with the scenario's size grown by one real pilot run at
     the fewest ``workers`` until that run lasts ``min_time_s`` (more workers only take longer, so no timed run is too
@@ -576,8 +624,11 @@ def join(parts: Sequence[Any]):
 
 
 def timed(runs: pd.DataFrame) -> pd.DataFrame:
-    """The ``ok`` rows of a :func:`measure` sweep that were timed (lock_stat off): the ones to compare."""
-    return runs[(runs["status"] == "ok") & ~runs["lockstat"].astype(bool)]
+    """The ``ok`` rows of a :func:`measure` or :func:`virtual` sweep whose times are the run's own: lock_stat off,
+    or a host-independent run (virtual clock, ``costs="table"``: lock_stat costs no virtual time). The ones to
+    compare."""
+    free = runs["host_independent"].astype("boolean").fillna(False).astype(bool)
+    return runs[(runs["status"] == "ok") & (~runs["lockstat"].astype(bool) | free)]
 
 
 def counted(runs: pd.DataFrame) -> pd.DataFrame:
