@@ -15,8 +15,10 @@ run checks its lock counts against the documented formula (``lock_counts_exact``
 mutexes shows the staircase's cause. With more regions than host PUs a run is oversubscribed: the table says so.
 
 Virtual part: the same scenario on the seed's machine (``generic-3node-zen1``: 3 nodes, one area and worker per
-node), 1-3 regions x both variants, ``costs="table"``, one run per point; ``projected["completion"]`` puts it
-between the seed's table and the real runs (regions 3 has no real cells on a 2-PU host).
+node), 1-3 regions x both variants, ``costs="table"``, one run per seed of :data:`~alloclab.studies.VIRTUAL_SEEDS`
+(each another interleaving), tabulated as the real runs are (:func:`summarize`: median completion times, and the
+slowest over global's a finding of the U-test over the seeds); ``projected["completion"]`` puts it between the
+seed's table and the real runs (regions 3 has no real cells on a 2-PU host).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
-from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
 from . import (
+    VIRTUAL_RUNS,
     StudyResult,
     against_claim,
     beside,
@@ -43,6 +45,7 @@ from . import (
     measurement_notes,
     projected,
     timed,
+    virtual,
 )
 
 NAME = "cma_per_area_lock"
@@ -107,7 +110,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         progress: show the sweeps' progress bars.
     """
     size = sizes(quick)
-    virtual = virtual_runs(size["virtual_pages_per_region"])
+    virtual = summarize(virtual_runs(size["virtual_pages_per_region"], progress).runs)
     regions = [r for r in REGIONS if not quick or fits_host(r)]
     result = measure("cma_concurrent", grid={"regions": regions, "alloc_mutex": list(VARIANTS)},
                      repeats=size["repeats"], topology=TOPOLOGY, progress=progress, quick=quick,
@@ -121,8 +124,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     table = summarize(result.runs)
     plots = draw(result, files, out_dir, quick=quick)
     notes = [
-        f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), "
-        f"{size['virtual_pages_per_region']} pages per region",
+        f"virtual: machine {MACHINE}, {VIRTUAL_RUNS}; {size['virtual_pages_per_region']} pages per region",
         f"real: model '{TOPOLOGY}' on a host of {Topology.host().pus} PUs; {size['pages_per_region']} pages per region "
         f"(the seed: 2,621,440); {size['repeats']} timed repeats, interleaved; load average at the end: "
         f"{load_average()}",
@@ -142,38 +144,28 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     )
 
 
-def virtual_runs(pages_per_region: int) -> pd.DataFrame:
-    """One virtual run (``costs="table"``: the run is the figure) per region count and variant on :data:`MACHINE`.
+def virtual_runs(pages_per_region: int, progress: bool = False) -> SweepResult:
+    """The seed's experiment in virtual time: 1-3 regions x both variants on :data:`MACHINE`, one run per seed
+    (:func:`~alloclab.studies.virtual`); each run's ``completion_s_<rank>`` columns are its workers' times, sorted.
 
-    Returns:
-        ``regions, alloc_mutex, completion_s`` (each worker's time, sorted), ``fastest_s, slowest_s,
-        ratio_slowest_fastest, lock_counts_exact``.
+    Args:
+        pages_per_region: pages each worker allocates from its area.
+        progress: show the sweep's progress bar.
     """
-    rows = []
-    for regions in VIRTUAL_REGIONS:
-        for variant in VARIANTS:
-            r = run_once("cma_concurrent", clock="virtual", machine=MACHINE, costs="table", regions=regions,
-                         alloc_mutex=variant, pages_per_region=pages_per_region)  # fmt: skip
-            times = sorted(float(t) for t in r.workers["elapsed_s"])
-            rows.append({"regions": regions, "alloc_mutex": variant, "completion_s": times, "fastest_s": times[0],
-                         "slowest_s": times[-1], "ratio_slowest_fastest": times[-1] / times[0],
-                         "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
-    return pd.DataFrame(rows)
+    return virtual("cma_concurrent", grid={"regions": list(VIRTUAL_REGIONS), "alloc_mutex": list(VARIANTS)},
+                   machine=MACHINE, progress=progress, pages_per_region=pages_per_region)  # fmt: skip
 
 
 def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Published | virtual | real per (regions, alloc_mutex): completion times sorted, slowest / fastest, and the
-    slowest over global's slowest (the real one is the comparison's finding)."""
+    slowest over global's slowest (the virtual and the real one each a comparison's finding); ``virtual`` and
+    ``table`` are :func:`summarize` tables."""
     keys = ["regions", "alloc_mutex"]
-    sorted_s = virtual["completion_s"].map(lambda ts: " / ".join(f"{t:.3g}" for t in ts))
-    virt = virtual.assign(completion_sorted_s=sorted_s)
-    glob = virt[virt["alloc_mutex"] == "global"].set_index("regions")["slowest_s"]
-    virt["slowest_vs_global"] = virt["slowest_s"] / virt["regions"].map(glob)
     seed_global = PUBLISHED.loc[PUBLISHED["alloc_mutex"] == "global", "slowest_s"].iloc[0]
     pub = PUBLISHED.assign(slowest_vs_global=PUBLISHED["slowest_s"] / seed_global,
                            ratio_slowest_fastest=PUBLISHED["slowest_s"] / PUBLISHED["fastest_s"])  # fmt: skip
     figures = ["completion_sorted_s", "ratio_slowest_fastest", "slowest_vs_global"]
-    return projected(keys, published=pub[[*keys, *figures]], virtual=virt[[*keys, *figures]],
+    return projected(keys, published=pub[[*keys, *figures]], virtual=virtual[[*keys, *figures]],
                      real=table[[*keys, *figures]], workers=lambda row: int(row["regions"]))  # fmt: skip
 
 

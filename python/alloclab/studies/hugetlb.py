@@ -24,8 +24,10 @@ from the data. The seed's machines had dozens of CPUs per node; on a small host 
 (more workers than host PUs) and marked as such: there, extra threads only share the same CPUs.
 
 The multiplier table also runs in virtual time, each case on its machine (:data:`MULTIPLIER_MACHINES`) with at most
-:data:`MULTIPLIER_FOLIOS` of its pool, scaled back up; ``projected`` holds the headline and the multiplier table as
-published | virtual | real.
+:data:`MULTIPLIER_FOLIOS` of its pool, scaled back up. Every virtual point runs once per seed of
+:data:`~alloclab.studies.VIRTUAL_SEEDS` (each another start order, so another interleaving of the padata works):
+times are medians over the seeds, and the saved share and the speedups are findings of the U-test over them.
+``projected`` holds the headline and the multiplier table as published | virtual | real.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import _tables, plot, stats
-from .._run import run as run_once
 from ..config import sized
 from ..machines import machine as load_machine
 from . import (
+    VIRTUAL_RUNS,
     StudyResult,
     beside,
     counted,
@@ -54,6 +56,7 @@ from . import (
     measurement_notes,
     projected,
     timed,
+    virtual,
 )
 
 NAME = "hugetlb"
@@ -126,63 +129,67 @@ def model(nodes: int) -> str:
     return f"node:{nodes} core:5 pu:1"
 
 
-def headline_runs(fractions: tuple[float, ...]) -> pd.DataFrame:
-    """Serial and parallel pool init in virtual time on each headline machine, at each fraction of its pool.
+def headline_runs(fractions: tuple[float, ...], progress: bool = False) -> pd.DataFrame:
+    """Serial and parallel pool init in virtual time on each headline machine, at each fraction of its pool, one run
+    per seed (:func:`~alloclab.studies.virtual`; the serial init has one worker, so its seeds repeat one figure).
 
-    One run per point (a virtual run with table costs is deterministic), lock_stat on (free in virtual time).
+    Args:
+        fractions: fractions of each machine's nominal pool.
+        progress: show the sweeps' progress bars.
 
     Returns:
-        One row per (machine, fraction, parallel): ``machine, profile, nodes, cpus, nominal_folios, fraction, pages,
-        parallel, nworks, elapsed_ms, ms_per_folio, zone_lock, zone_lock_per_folio, hugetlb_lock, lock_counts_exact``.
+        The sweeps' runs, one per (machine, fraction, parallel, seed), with ``machine, profile, cpus,
+        nominal_folios, fraction, elapsed_ms, ms_per_folio`` added.
     """
-    rows = []
+    parts = []
     for label, (profile, nominal) in HEADLINE_MACHINES.items():
-        m = load_machine(profile)
-        for fraction in fractions:
-            pages = int(round(nominal * fraction))
-            for parallel in (False, True):
-                r = run_once("hugetlb_boot", clock="virtual", machine=m, pages=pages, parallel=parallel, multiplier=2)
-                s = r.summary
-                rows.append({
-                    "machine": label, "profile": profile, "nodes": int(s["nodes"]), "cpus": m.topology.pus,
-                    "nominal_folios": nominal, "fraction": fraction, "pages": pages, "parallel": parallel,
-                    "nworks": int(s["nworks"]), "elapsed_ms": float(s["elapsed_s"]) * 1e3,
-                    "ms_per_folio": float(s["elapsed_s"]) * 1e3 / pages,
-                    "zone_lock": int(s["zone_lock_acquisitions"]),
-                    "zone_lock_per_folio": float(s["zone_lock_per_folio"]),
-                    "hugetlb_lock": int(s["hugetlb_lock_acquisitions"]),
-                    "lock_counts_exact": bool(s["lock_counts_exact"]),
-                })  # fmt: skip
-    return pd.DataFrame(rows)
+        pages = {int(round(nominal * fraction)): fraction for fraction in fractions}
+        runs = virtual("hugetlb_boot", grid={"pages": list(pages), "parallel": [False, True]}, machine=profile,
+                       progress=progress, multiplier=2).runs  # fmt: skip
+        parts.append(runs.assign(machine=label, profile=profile, cpus=load_machine(profile).topology.pus,
+                                 nominal_folios=nominal, fraction=runs["pages"].map(pages)))  # fmt: skip
+    runs = pd.concat(parts, ignore_index=True)
+    runs["elapsed_ms"] = runs["elapsed_s"] * 1e3
+    runs["ms_per_folio"] = runs["elapsed_ms"] / runs["pages"]
+    return runs
 
 
 def headline(runs: pd.DataFrame) -> pd.DataFrame:
-    """The headline table: per machine, ours (virtual, the largest fraction scaled to the nominal pool) beside the seed.
+    """The headline table: per machine, ours (virtual, medians over the seeds at the largest fraction, scaled to the
+    nominal pool) beside the seed.
 
     Args:
         runs: :func:`headline_runs`'s table.
 
     Returns:
         One row per machine: ``machine, profile, nodes, cpus, nominal_folios, fraction, pages, nworks`` (parallel),
-        ``serial_ms, parallel_ms`` (virtual, at ``pages``), ``ours_serial_ms, ours_parallel_ms`` (scaled to the
-        nominal pool), ``ours_saved_pct``, ``linearity`` (largest / smallest ms per folio over the fractions run,
-        serial and parallel, the worse of the two), ``zone_lock_per_folio`` (parallel), then the published
-        ``serial_ms, parallel_ms, saved_pct``.
+        ``serial_ms, parallel_ms`` (virtual medians, at ``pages``), ``ours_serial_ms, ours_parallel_ms`` (scaled to
+        the nominal pool), ``parallel_vs_serial`` (the U-test's finding over the seeds), ``ours_saved_pct`` (1 -
+        that ratio), ``ours_saved`` (the saved share as a finding: with its p-value, or ``n.s.`` and why),
+        ``linearity`` (largest / smallest median ms per folio over the fractions run, serial and parallel, the
+        worse of the two), ``zone_lock_per_folio`` (parallel), then the published ``serial_ms, parallel_ms,
+        saved_pct``.
     """
     rows = []
     for label, t in runs.groupby("machine", sort=False):
-        top = t[t["fraction"] == t["fraction"].max()].set_index("parallel")
-        ser, par = top.loc[False], top.loc[True]
-        spread = [g["ms_per_folio"].max() / g["ms_per_folio"].min() for _, g in t.groupby("parallel")]
-        scale = 1 / float(par["fraction"])
+        top = t[t["fraction"] == t["fraction"].max()]
+        cmp = stats.compare(top, by="parallel", metric="elapsed_ms", baseline=False).set_index("parallel")
+        ser, par = cmp.loc[False], cmp.loc[True]
+        first = top[top["parallel"]].iloc[0]
+        per_folio = t.groupby(["parallel", "fraction"])["ms_per_folio"].median()
+        spread = [g.max() / g.min() for _, g in per_folio.groupby(level="parallel")]
+        scale = 1 / float(first["fraction"])
+        saved = 100 * (1 - float(par["ratio"]))
         rows.append({
-            "machine": label, "profile": par["profile"], "nodes": int(par["nodes"]), "cpus": int(par["cpus"]),
-            "nominal_folios": int(par["nominal_folios"]), "fraction": float(par["fraction"]),
-            "pages": int(par["pages"]), "nworks": int(par["nworks"]),
-            "serial_ms": float(ser["elapsed_ms"]), "parallel_ms": float(par["elapsed_ms"]),
-            "ours_serial_ms": float(ser["elapsed_ms"]) * scale, "ours_parallel_ms": float(par["elapsed_ms"]) * scale,
-            "ours_saved_pct": 100 * (1 - float(par["elapsed_ms"]) / float(ser["elapsed_ms"])),
-            "linearity": max(spread), "zone_lock_per_folio": float(par["zone_lock_per_folio"]),
+            "machine": label, "profile": first["profile"], "nodes": int(first["nodes"]), "cpus": int(first["cpus"]),
+            "nominal_folios": int(first["nominal_folios"]), "fraction": float(first["fraction"]),
+            "pages": int(first["pages"]), "nworks": int(first["nworks"]),
+            "serial_ms": float(ser["median"]), "parallel_ms": float(par["median"]),
+            "ours_serial_ms": float(ser["median"]) * scale, "ours_parallel_ms": float(par["median"]) * scale,
+            "parallel_vs_serial": par["finding"], "ours_saved_pct": saved,
+            "ours_saved": f"{saved:.2f} % (p={par['p_value']:.2g})" if par["significant"] else par["finding"],
+            "linearity": max(spread),
+            "zone_lock_per_folio": float(top.loc[top["parallel"], "zone_lock_per_folio"].median()),
         })  # fmt: skip
     return beside(pd.DataFrame(rows), PUBLISHED_HEADLINE, on=["machine"])
 
@@ -202,7 +209,7 @@ def headline_notes(table: pd.DataFrame) -> list[str]:
             f"{r.machine} on {r.profile} ({r.cpus} CPUs, {r.nodes} nodes; virtual, table costs): serial "
             f"{r.published_serial_ms:.0f} ms published | {r.ours_serial_ms:.0f} ms ours, parallel "
             f"{r.published_parallel_ms:.0f} | {r.ours_parallel_ms:.0f} ms ({r.nworks} works), saved "
-            f"{r.published_saved_pct:.2f} % | {r.ours_saved_pct:.2f} %. Ours: {r.pages} folios "
+            f"{r.published_saved_pct:.2f} % | {r.ours_saved}. Ours: medians over the seeds at {r.pages} folios "
             f"(1/{round(1 / r.fraction)} of the nominal {r.nominal_folios}: the machine's memory in 2 MiB folios, "
             f"since the seed gives no pool size) scaled x{round(1 / r.fraction)}; ms per folio moves by "
             f"{100 * (r.linearity - 1):.2f} % over the fractions run; zone->lock {r.zone_lock_per_folio:.3f} per folio"
@@ -223,7 +230,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     meta.json's ``headline``); its lines head the notes.
 
     Args:
-        quick: headline at 1/2048 and 1/1024 of the pools (seconds; deterministic) instead of 1/64, 1/32 and 1/16
+        quick: headline at 1/2048 and 1/1024 of the pools (seconds) instead of 1/64, 1/32 and 1/16
             (about two minutes, 2 GiB of mem_map at most); multiplier sweep at 1,024 folios instead of 25,600 (the
             seed's 50G), 5 repeats either way, and only the points whose workers (nodes x multiplier) fit the host's
             PUs.
@@ -245,47 +252,72 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
              lockstat_cost()]  # fmt: skip
     notes += answer(table, host_pus)
     notes += measurement_notes(result)
-    runs = headline_runs(HEADLINE_FRACTIONS_QUICK if quick else HEADLINE_FRACTIONS)
+    runs = headline_runs(HEADLINE_FRACTIONS_QUICK if quick else HEADLINE_FRACTIONS, progress)
     head = headline(runs)
     _tables.write(runs, out_dir / "headline_runs.parquet")
     _tables.write(head, out_dir / "headline.parquet")
     notes = headline_notes(head) + notes
     meta = {"headline": head.to_dict(orient="records")}
     budget = sized(MULTIPLIER_FOLIOS, MULTIPLIER_FOLIOS_QUICK, quick_mode=quick)
-    virtual = multiplier_runs(budget)
+    virtual_table = multiplier_runs(budget, progress)
     notes.insert(0, f"virtual multiplier table: each case's pool, at most {budget} folios of it, on its machine "
-                    f"({', '.join(f'{c}: {m}' for c, m in MULTIPLIER_MACHINES.items())}), costs='table', one run "
-                    "per point (deterministic), ms scaled to the whole pool")  # fmt: skip
-    tables = {"headline": headline_projection(head), "multiplier": multiplier_projection(virtual, table, pages)}
+                    f"({', '.join(f'{c}: {m}' for c, m in MULTIPLIER_MACHINES.items())}), {VIRTUAL_RUNS}; ms "
+                    "scaled to the whole pool")  # fmt: skip
+    notes.insert(0, f"virtual headline: {VIRTUAL_RUNS}")
+    tables = {"headline": headline_projection(head),
+              "multiplier": multiplier_projection(virtual_table, result.runs, pages)}  # fmt: skip
     plots = draw(result.runs, out_dir, provenance={**result.meta, "quick": quick})
     return StudyResult(table=table, plots=plots, data=result, notes=notes, meta=meta,
                        projected=tables)  # fmt: skip
 
 
-def multiplier_runs(budget: int) -> pd.DataFrame:
+def multiplier_runs(budget: int, progress: bool = False) -> pd.DataFrame:
     """The seed's multiplier table in virtual time: every case (:data:`MULTIPLIER_MACHINES`) at multiplier 1-5,
-    ``budget`` folios of its pool (the whole pool where it is smaller), one run per point (``costs="table"``: the run
-    is the figure).
+    ``budget`` folios of its pool (the whole pool where it is smaller), one run per seed
+    (:func:`~alloclab.studies.virtual`).
+
+    Args:
+        budget: the most folios a run takes.
+        progress: show the sweeps' progress bars.
 
     Returns:
-        ``case, multiplier, machine, pages, nworks, elapsed_ms`` (at ``pages``), ``ms`` (scaled to the case's pool),
-        ``lock_counts_exact``.
+        The sweeps' runs, one per (case, multiplier, seed), with ``case, machine, elapsed_ms`` (at ``pages``) and
+        ``ms`` (scaled to the case's pool) added.
     """
-    rows = []
+    parts = []
     for column, folios in PUBLISHED_FOLIOS.items():
         case, machine = column[3:], MULTIPLIER_MACHINES[column[3:]]
         pages = min(folios, budget)
-        for k in MULTIPLIERS:
-            s = run_once("hugetlb_boot", clock="virtual", machine=machine, costs="table", pages=pages,
-                         multiplier=k).summary  # fmt: skip
-            rows.append({"case": case, "multiplier": k, "machine": machine, "pages": pages, "nworks": int(s["nworks"]),
-                         "elapsed_ms": float(s["elapsed_s"]) * 1e3, "ms": float(s["elapsed_s"]) * 1e3 * folios / pages,
-                         "lock_counts_exact": bool(s["lock_counts_exact"])})  # fmt: skip
-    return pd.DataFrame(rows)
+        runs = virtual("hugetlb_boot", grid={"multiplier": list(MULTIPLIERS)}, machine=machine, progress=progress,
+                       pages=pages).runs  # fmt: skip
+        parts.append(runs.assign(case=case, machine=machine, elapsed_ms=runs["elapsed_s"] * 1e3,
+                                 ms=runs["elapsed_s"] * 1e3 * folios / pages))  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+def speedups(runs: pd.DataFrame, within: str = "case", ms: str = "ms") -> pd.DataFrame:
+    """Each multiplier's speedup over k = 1, per ``within`` group, from repeated runs (virtual seeds or real repeats).
+
+    Args:
+        runs: one row per run with ``multiplier``, ``within`` and ``ms`` columns.
+        within: the column whose groups are compared apart (``"case"``, or ``"nodes"`` for the real models).
+        ms: the time column.
+
+    Returns:
+        ``<within>, multiplier, ms`` (median), ``speedup`` (k = 1's median time over k's), ``speedup_vs_1`` (the
+        same as a finding: the U-test of the runs' speeds, 1 / time, against k = 1's, a speedup only when
+        significant, else ``n.s.`` and why; ``baseline`` at k = 1), ``significant``.
+    """
+    speed = runs.assign(per_ms=1 / runs[ms])
+    cmp = stats.compare(speed, by="multiplier", metric="per_ms", within=within, baseline=1)
+    median = runs.groupby([within, "multiplier"])[ms].median().rename("ms")
+    out = cmp[[within, "multiplier"]].join(median, on=[within, "multiplier"])
+    return out.assign(speedup=cmp["ratio"], speedup_vs_1=cmp["finding"], significant=cmp["significant"])
 
 
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
-    """``case, multiplier, ms, speedup_vs_1``: each case's k = 1 time over its time at k."""
+    """``case, multiplier, ms, speedup_vs_1``: each case's k = 1 time over its time at k, for one figure per point
+    (the seed's table: :func:`published_multiplier`)."""
     first = df.sort_values("multiplier").groupby("case")["ms"].transform("first")
     return df.assign(speedup_vs_1=first / df["ms"])[["case", "multiplier", "ms", "speedup_vs_1"]]
 
@@ -296,18 +328,26 @@ def published_multiplier() -> pd.DataFrame:
                          for c in PUBLISHED_FOLIOS for _, r in PUBLISHED.dropna(subset=[c]).iterrows()])  # fmt: skip
 
 
-def multiplier_projection(virtual: pd.DataFrame, table: pd.DataFrame, pages: int) -> pd.DataFrame:
-    """Published | virtual | real per (case, multiplier): ms for the case's pool and the speedup over k = 1. Real:
-    the 2-node model's points that fit the host (``pages`` folios, not the case's pool), the speedup as the
-    comparison's finding."""
+def multiplier_projection(virtual: pd.DataFrame, real: pd.DataFrame, pages: int) -> pd.DataFrame:
+    """Published | virtual | real per (case, multiplier): ms for the case's pool and the speedup over k = 1 (virtual
+    and real each the finding of :func:`speedups`). Real: the model with the case's node count, the points that fit
+    the host (``pages`` folios, not the case's pool).
+
+    Args:
+        virtual: :func:`multiplier_runs`'s table.
+        real: the real sweep's runs.
+        pages: folios per real run.
+    """
     nodes = {c[3:]: int(PUBLISHED.dropna(subset=[c])["nodes"].iloc[0]) for c in PUBLISHED_FOLIOS}
+    ok = timed(real)
+    table = speedups(ok.assign(elapsed_ms=ok["elapsed_s"] * 1e3), within="nodes", ms="elapsed_ms")
     fit = table[[fits_host(int(n * k)) for n, k in zip(table["nodes"], table["multiplier"], strict=True)]]
-    real = pd.DataFrame([{"case": case, "multiplier": int(r["multiplier"]), "ms": float(r["elapsed_ms"]),
-                          "speedup_vs_1": r["vs_1"], "note": f"{pages} folios on model '{model(n)}'"}
+    figures = ["multiplier", "ms", "speedup_vs_1"]
+    real = pd.DataFrame([{"case": case, **{f: r[f] for f in figures}, "note": f"{pages} folios on model '{model(n)}'"}
                          for case, n in nodes.items() for _, r in fit[fit["nodes"] == n].iterrows()],
-                        columns=["case", "multiplier", "ms", "speedup_vs_1", "note"])  # fmt: skip
-    published = with_speedup(published_multiplier())
-    return projected(["case", "multiplier"], published=published, virtual=with_speedup(virtual), real=real,
+                        columns=["case", *figures, "note"])  # fmt: skip
+    return projected(["case", "multiplier"], published=with_speedup(published_multiplier()),
+                     virtual=speedups(virtual)[["case", *figures]], real=real,
                      workers=lambda row: nodes[row["case"]] * int(row["multiplier"]))  # fmt: skip
 
 
@@ -316,7 +356,7 @@ def headline_projection(head: pd.DataFrame) -> pd.DataFrame:
     the parallel init runs nodes x 2 workers, more than this host's PUs (and its serial time alone is no claim)."""
     figures = ["serial_ms", "parallel_ms", "saved_pct"]
     virtual = head.drop(columns=["serial_ms", "parallel_ms"]).rename(
-        columns={"ours_serial_ms": "serial_ms", "ours_parallel_ms": "parallel_ms", "ours_saved_pct": "saved_pct"}
+        columns={"ours_serial_ms": "serial_ms", "ours_parallel_ms": "parallel_ms", "ours_saved": "saved_pct"}
     )
     nodes = dict(zip(head["machine"], head["nodes"], strict=True))
     return projected(["machine"], published=PUBLISHED_HEADLINE[["machine", *figures]],

@@ -12,8 +12,10 @@ time per allocation the table carries what no clock can blur: zone->lock acquisi
 against its formula), the struct pages read under zone->lock, and lock_stat's wait and hold for zone->lock.
 
 Virtual part: the seed's core counts (1-24, on socket 0 of ``xeon-gold-6252-2s``), orders 9 and 0, default and
-patch, ``costs="table"``, one run per point; ``projected["patch_vs_default"]`` puts it between the seed's table and
-the real runs (no real cells above the host's PUs).
+patch, ``costs="table"``, one run per seed of :data:`~alloclab.studies.VIRTUAL_SEEDS` (each another interleaving),
+tabulated as the real runs are (:func:`summarize`: medians, and patch / default a finding of the U-test over the
+seeds); ``projected["patch_vs_default"]`` puts it between the seed's table and the real runs (no real cells above the
+host's PUs).
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
-from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
 from . import (
+    VIRTUAL_RUNS,
     StudyResult,
     against_claim,
     beside,
@@ -41,6 +43,7 @@ from . import (
     measurement_notes,
     projected,
     timed,
+    virtual,
 )
 
 NAME = "pcp_refill"
@@ -129,7 +132,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     topology = f"node:1 core:{max(threads)} pu:1"  # one model CPU (and pcp) per worker, the same for every point
     repeats = sized(5, stats.MIN_REPEATS, quick_mode=quick)
     counts = {9: sized(512, 32, quick_mode=quick), 0: sized(32_768, 2_048, quick_mode=quick)}
-    virtual = virtual_runs(sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick))
+    virtual_count = sized({9: 512, 0: 32_768}, VIRTUAL_COUNTS_QUICK, quick_mode=quick)
+    virtual = summarize(virtual_runs(virtual_count, progress).runs)
     result = sweep_orders(counts, threads, repeats, topology, progress, grow=not quick)
     table = summarize(result.runs)
     plots = draw(result, out_dir, quick=quick)
@@ -140,9 +144,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         "run are in data.parquet)"
     )
     notes = [
-        f"virtual: machine {MACHINE}, costs='table', one run per point (deterministic), blocks per worker: order 9: "
-        f"{int(virtual.loc[virtual['order'] == 9, 'count'].iloc[0])}, order 0: "
-        f"{int(virtual.loc[virtual['order'] == 0, 'count'].iloc[0])}",
+        f"virtual: machine {MACHINE}, {VIRTUAL_RUNS}; blocks per worker: order 9: {virtual_count[9]}, order 0: "
+        f"{virtual_count[0]}",
         f"real: host {Topology.host().pus} PUs; model '{topology}'; {repeats} interleaved repeats; blocks per worker: "
         f"order 9: {counts[9]}, order 0: {counts[0]}{sizing}",
         lockstat_cost(),
@@ -154,33 +157,23 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                        projected={"patch_vs_default": projection(virtual, table)})  # fmt: skip
 
 
-def virtual_runs(counts: dict[int, int]) -> pd.DataFrame:
-    """One virtual run (``costs="table"``: the run is the figure) per order, seed core count and check placement
-    of the seed's claim (default and patch) on :data:`MACHINE`.
+def virtual_runs(counts: dict[int, int], progress: bool = False) -> SweepResult:
+    """The seed's claim in virtual time: check placements default and patch at the seed's core counts on
+    :data:`MACHINE`, one sweep per order (:func:`~alloclab.studies.virtual`: one run per seed), joined.
 
     Args:
         counts: blocks per worker by order.
-
-    Returns:
-        ``order, threads, check, count, ns_per_alloc, zone_lock_acquisitions, lock_counts_exact``.
+        progress: show the sweeps' progress bars.
     """
-    rows = []
-    for order, count in counts.items():
-        for threads in _CORES:
-            for check in CLAIM_CHECKS:
-                r = run_once("pcp_refill", clock="virtual", machine=MACHINE, costs="table", threads=threads,
-                             order=order, count=count, check=check)  # fmt: skip
-                s = r.summary
-                rows.append({"order": order, "threads": threads, "check": check, "count": count,
-                             "ns_per_alloc": float(s["ns_per_alloc"]),
-                             "zone_lock_acquisitions": int(s["zone_lock_acquisitions"]),
-                             "lock_counts_exact": bool(s["lock_counts_exact"])})  # fmt: skip
-    return pd.DataFrame(rows)
+    return join([virtual("pcp_refill", grid={"check": list(CLAIM_CHECKS), "threads": list(_CORES)}, machine=MACHINE,
+                         progress=progress, order=order, count=count)
+                 for order, count in counts.items()])  # fmt: skip
 
 
 def claim_figures(runs: pd.DataFrame) -> pd.DataFrame:
     """``order, threads, default_ns, patch_ns, patch_over_default`` from one ``ns_per_alloc`` per (order, check,
-    threads): the columns of the seed's claim."""
+    threads), such as :data:`PUBLISHED` or a :func:`summarize` table (whose ratio is then median over median): the
+    columns of the seed's claim."""
     wide = runs.set_index(["order", "threads", "check"])["ns_per_alloc"].unstack("check")
     wide = wide.reindex(columns=list(CLAIM_CHECKS)).reset_index()  # a check whose runs were all dropped: NaN
     return pd.DataFrame({"order": wide["order"], "threads": wide["threads"], "default_ns": wide["in_lock"],
@@ -188,15 +181,21 @@ def claim_figures(runs: pd.DataFrame) -> pd.DataFrame:
                          "patch_over_default": wide["after_unlock"] / wide["in_lock"]})  # fmt: skip
 
 
+def claim_findings(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`claim_figures` of a :func:`summarize` table with ``patch_over_default`` the comparison's finding (a
+    ratio only when the U-test finds one, else ``n.s.`` and why)."""
+    ratio = table[table["check"] == "after_unlock"].set_index(["order", "threads"])["vs_in_lock"]
+    figures = claim_figures(table[table["check"].isin(CLAIM_CHECKS)]).drop(columns="patch_over_default")
+    return figures.join(ratio.rename("patch_over_default"), on=["order", "threads"])
+
+
 def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Published | virtual | real per (order, cores): default and patch ns per allocation and patch / default (the
-    real ratio is the comparison's finding, a ratio only when significant)."""
-    real = table[table["check"].isin(CLAIM_CHECKS)]
-    real_ratio = real[real["check"] == "after_unlock"].set_index(["order", "threads"])["vs_in_lock"]
-    real = claim_figures(real).drop(columns="patch_over_default").join(real_ratio.rename("patch_over_default"),
-                                                                          on=["order", "threads"])  # fmt: skip
+    virtual and the real ratio each a comparison's finding, a ratio only when significant); ``virtual`` and
+    ``table`` are :func:`summarize` tables."""
     return projected(["order", "threads"], published=claim_figures(PUBLISHED[PUBLISHED["check"].isin(CLAIM_CHECKS)]),
-                     virtual=claim_figures(virtual), real=real, workers=lambda row: int(row["threads"]))  # fmt: skip
+                     virtual=claim_findings(virtual), real=claim_findings(table),
+                     workers=lambda row: int(row["threads"]))  # fmt: skip
 
 
 def sweep_orders(

@@ -25,9 +25,10 @@ The plan (fixed before any result of it was looked at, issue 17 item 5; ``PLAN``
   2 threads. Every p-value is reported as it comes out, whichever way it points.
 * Virtual clock, the seed's machine: profile ``nehalem-ex-4s-64t`` (4 x Nehalem-EX, 64 CPUs; the shipped profile
   built for this seed), 64 threads, disjoint, 4,096 pages per thread (the seed: 65,536; the swap vector stays in
-  its single-indirect half), real backing, ``costs="table"``. One run per variant: a virtual run is a pure function
-  of its inputs, so a repeat gives the same figure and no significance test applies. Its ratios to ``lock_twice``
-  are printed beside the seed's 20 s -> 12 s (0.60) and ramfs 10.5 s (0.525), untuned.
+  its single-indirect half), real backing, ``costs="table"``, one run per variant and seed of
+  :data:`~alloclab.studies.VIRTUAL_SEEDS` (a virtual run repeats exactly; the seed draws the start order, so each
+  is another interleaving), tabulated as the real runs are (:func:`summarize`, the same test over the seeds). Its
+  ratios to ``lock_twice`` are printed beside the seed's 20 s -> 12 s (0.60) and ramfs 10.5 s (0.525), untuned.
 
 The lock kinds are the seed kernel's, declared by the ``shmem_fault`` scenario with its kernel (not here): in 2.6.35
 on x86 every ``spinlock_t`` is a ticket spinlock, so ``lock_twice``, ``prealloc`` and ``ramfs`` run ``info->lock``,
@@ -52,11 +53,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
-from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from ..topology import Topology
 from . import (
+    VIRTUAL_RUNS,
     StudyResult,
     against_claim,
     counted,
@@ -66,6 +67,7 @@ from . import (
     measurement_notes,
     projected,
     timed,
+    virtual,
 )
 
 NAME = "shmem_prealloc"
@@ -112,8 +114,7 @@ PLAN = {
     "test": {"function": "al.stats.compare", "metric": "elapsed_s", "test": "Mann-Whitney U, two-sided",
              "alpha": 0.05, "min_repeats": 5, "primary": ("disjoint", 2, "prealloc", BASELINE)},
     "virtual": {"machine": "nehalem-ex-4s-64t", "threads": 64, "pattern": "disjoint", "pages_per_thread": 4_096,
-                "quick_pages_per_thread": 64, "backing": "real", "costs": "table",
-                "variants": ("lock_twice", "prealloc", "ramfs")},
+                "quick_pages_per_thread": 64, "backing": "real", "variants": ("lock_twice", "prealloc", "ramfs")},
 }  # fmt: skip
 
 
@@ -150,7 +151,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     assert isinstance(result, SweepResult)
     table = summarize(result.runs)
     plots = draw(result, table, out_dir, quick=quick)
-    projected = projection(quick)
+    projected = projection(quick, progress)
     notes = [
         f"host of {Topology.host().pus} PUs; {size['pages_per_thread']} pages per thread (the seed: 65,536 per "
         f"thread, 64 threads); {size['repeats']} timed repeats, interleaved; real 4 KiB clears; load average at the "
@@ -172,10 +173,11 @@ CLAIM_VARIANTS = ("prealloc", "ramfs")
 
 def side_by_side(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Published | virtual | real per thread count (disjoint): lock_twice's seconds and each claim variant's time
-    over lock_twice's (the real ratios are the comparison's findings, a ratio only when significant)."""
-    ratio = f"ratio_vs_{BASELINE}"
-    seed = claim_columns(PUBLISHED.merge(published_ratios(), on=["pattern", "variant"]), "elapsed_s", ratio)
-    virtual = claim_columns(virtual.assign(threads=PLAN["virtual"]["threads"]), "virtual_s", ratio)
+    over lock_twice's (the virtual and the real ratios are the comparisons' findings, a ratio only when significant);
+    ``virtual`` and ``table`` are :func:`summarize` tables."""
+    seed = claim_columns(PUBLISHED.merge(published_ratios(), on=["pattern", "variant"]), "elapsed_s",
+                         f"ratio_vs_{BASELINE}")  # fmt: skip
+    virtual = claim_columns(virtual, "elapsed_s", f"vs_{BASELINE}")
     real = claim_columns(table[table["pattern"] == PLAN["virtual"]["pattern"]], "elapsed_s", f"vs_{BASELINE}")
     return projected(["threads"], published=seed, virtual=virtual, real=real, workers=lambda row: int(row["threads"]))
 
@@ -189,54 +191,36 @@ def claim_columns(df: pd.DataFrame, seconds: str, ratio: str) -> pd.DataFrame:
                          for t in sorted(set(df["threads"]))])  # fmt: skip
 
 
-def projection(quick: bool) -> pd.DataFrame:
-    """The virtual-clock projection of ``PLAN["virtual"]``: one run per variant on the seed's 64-CPU profile.
+def projection(quick: bool, progress: bool = False) -> pd.DataFrame:
+    """The virtual-clock projection of ``PLAN["virtual"]`` on the seed's 64-CPU profile: one run per variant and
+    seed (:func:`~alloclab.studies.virtual`), tabulated by :func:`summarize`.
 
     Args:
         quick: ``quick_pages_per_thread`` pages per thread instead of ``pages_per_thread``.
+        progress: show the sweep's progress bar.
 
     Returns:
-        ``variant, virtual_s`` (the slowest worker's virtual time), ``ratio_vs_lock_twice``,
-        ``published_ratio_vs_lock_twice`` (the seed's, NaN where it has none), ``info_lock_per_fault``,
-        ``info_lock_wait_ms``, ``tree_lock_wait_ms`` (virtual lock_stat), ``kernel`` (the rules the run used).
+        The :func:`summarize` table of the runs (``elapsed_s``: the median over the seeds of the slowest worker's
+        virtual time; ``vs_lock_twice``: the finding; lock_stat's waits; the seed's ``published_*`` figures).
     """
     plan = PLAN["virtual"]
     pages = sized(plan["pages_per_thread"], plan["quick_pages_per_thread"], quick_mode=quick)
-    seed = published_ratios().set_index("variant")[f"ratio_vs_{BASELINE}"]
-    rows = []
-    for variant in plan["variants"]:
-        r = run_once("shmem_fault", clock="virtual", machine=plan["machine"], costs=plan["costs"],
-                     threads=plan["threads"], variant=variant, pattern=plan["pattern"], pages_per_thread=pages,
-                     backing=plan["backing"])  # fmt: skip
-        s = r.summary
-        rows.append({
-            "variant": variant,
-            "virtual_s": float(s["elapsed_s"]),
-            "info_lock_per_fault": float(s["info_lock_per_fault"]),
-            "info_lock_wait_ms": float(s["info_lock_wait_ns"]) / 1e6,
-            "tree_lock_wait_ms": float(s["tree_lock_wait_ns"]) / 1e6,
-            "kernel": r.provenance.get("kernel", ""),
-        })  # fmt: skip
-    out = pd.DataFrame(rows)
-    base = out.loc[out["variant"] == BASELINE, "virtual_s"].iloc[0]
-    out[f"ratio_vs_{BASELINE}"] = out["virtual_s"] / base
-    out[f"published_ratio_vs_{BASELINE}"] = out["variant"].map(seed)
-    return out
+    runs = virtual("shmem_fault", grid={"variant": list(plan["variants"])}, machine=plan["machine"],
+                   progress=progress, threads=plan["threads"], pattern=plan["pattern"], pages_per_thread=pages,
+                   backing=plan["backing"]).runs  # fmt: skip
+    return summarize(runs)
 
 
 def projection_notes(projected: pd.DataFrame) -> list[str]:
     """One line per variant of the virtual projection, beside the seed's ratio, and what it is not."""
     plan = PLAN["virtual"]
-    lines = [
-        f"virtual projection: machine {plan['machine']}, {plan['threads']} threads, {plan['pattern']}, "
-        f"costs={plan['costs']}, one run per variant (deterministic: no significance test applies), untuned"
-    ]
+    lines = [f"virtual projection: machine {plan['machine']}, {plan['threads']} threads, {plan['pattern']}, "
+             f"{VIRTUAL_RUNS}; untuned"]  # fmt: skip
     for _, row in projected.iterrows():
         seed = row[f"published_ratio_vs_{BASELINE}"]
         seed_txt = f"seed {seed:.3f}" if pd.notna(seed) else "seed: none"
-        ratio = row[f"ratio_vs_{BASELINE}"]
         lines.append(
-            f"  {row['variant']}: {row['virtual_s'] * 1e3:.3f} ms virtual, / lock_twice {ratio:.3f}"
+            f"  {row['variant']}: {row['elapsed_s'] * 1e3:.3f} ms virtual, / lock_twice {row[f'vs_{BASELINE}']}"
             f" ({seed_txt}); info->lock wait {row['info_lock_wait_ms']:.3f} ms, tree_lock wait "
             f"{row['tree_lock_wait_ms']:.3f} ms"
         )

@@ -22,10 +22,10 @@ loop is not what the seed measured.
 
 Virtual part: the seed's operation at its points (:data:`VIRTUAL_POINTS`: v6.7 at 40-160 vCPUs of the 160-vCPU Ice
 Lake, v6.9+ at 160 there and at 224 on Sapphire Rapids), busy lock twice and once, ``costs="table"``, one run per
-seed 1..:data:`VIRTUAL_SEEDS`. A virtual run is deterministic, but the seed draws the workers' start order at the
-gate and so the run's interleaving, and the gain of a few percent the seed reports is as small as the difference two
-interleavings make (at 2,000 operations per worker the seeds' once/twice spread over 3.5 points at 160 vCPUs, 5 at
-224). So a point's gain is a finding only when the U-test over the seeds says so, as for real repeats;
+seed of :data:`~alloclab.studies.VIRTUAL_SEEDS`. A virtual run is deterministic, but the seed draws the workers'
+start order at the gate and so the run's interleaving, and the gain of a few percent the seed reports is as small as
+the difference two interleavings make (at 2,000 operations per worker the seeds' once/twice spread over 3.5 points at
+160 vCPUs, 5 at 224). So a point's gain is a finding only when the U-test over the seeds says so, as for real repeats;
 ``projected["once_over_twice"]`` puts it between the seed's figures and the real runs.
 """
 
@@ -39,11 +39,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import plot, stats
-from .._run import run as run_once
 from ..config import sized
 from ..sweep import SweepResult
 from . import (
     SOURCE_COLUMNS,
+    VIRTUAL_RUNS,
     StudyResult,
     against_claim,
     beside,
@@ -53,6 +53,7 @@ from . import (
     measurement_notes,
     projected,
     timed,
+    virtual,
 )
 
 NAME = "vmalloc_lock_once"
@@ -98,8 +99,6 @@ PATTERNS = (SEED_PATTERN, DEFAULT_PATTERN)
 BOUNCE_NS = (0, 400)
 #: Operations per worker of the quick virtual part (a 224-CPU run of 100 takes about a second of host time).
 VIRTUAL_OPS_QUICK = 100
-#: Virtual runs per point and variant, seeds 1..VIRTUAL_SEEDS: the fewest with which a U-test can find a difference.
-VIRTUAL_SEEDS = stats.MIN_REPEATS
 #: The seed's points in virtual time: (shape, online vCPUs, machine). v6.7 on the 160-vCPU Ice Lake
 #: (``profiles/xeon-8380-2s.toml``) with 40-160 of its CPUs online, as the seed's scaling runs; v6.9+ on it at 160
 #: and on the 224-vCPU Sapphire Rapids (``profiles/xeon-8480-2s.toml``). Workers run on CPUs 0..vCPUs-1.
@@ -131,7 +130,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
         progress: show the sweep's progress bar.
     """
     virtual_ops = sized(2_000, VIRTUAL_OPS_QUICK, quick_mode=quick)
-    virtual = virtual_runs(virtual_ops)
+    virtual = virtual_runs(virtual_ops, progress)
     ops = sized(200_000, 1_000, quick_mode=quick)
     repeats = sized(7, stats.MIN_REPEATS, quick_mode=quick)
     # The kernel's lazy_max_pages() for 160 CPUs is 65536 pages; quick runs are too short to reach it, so they
@@ -146,9 +145,8 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     table = summarize(result.runs)
     plots = draw(result, out_dir, quick=quick)
     notes = [
-        f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, costs='table', seeds 1-{VIRTUAL_SEEDS} (the "
-        "workers' start order, so the interleaving) per point and variant, a gain only where the U-test over the "
-        "seeds finds one: " + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
+        f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, {VIRTUAL_RUNS}: "
+        + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
         *virtual_reading(virtual),
         f"real: {ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
         f"round, stacks from fork.c's 2-stack cache or vmalloc), {repeats} timed repeats, interleaved, model {MODEL}.",
@@ -161,29 +159,24 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
                        projected={"once_over_twice": projection(virtual, table)})  # fmt: skip
 
 
-def virtual_runs(ops: int, seeds: int = VIRTUAL_SEEDS) -> pd.DataFrame:
+def virtual_runs(ops: int, progress: bool = False) -> pd.DataFrame:
     """The seed's operation at each of :data:`VIRTUAL_POINTS`, busy lock twice and once, one virtual run
-    (``costs="table"``) per seed 1..``seeds``: the seed draws the start order, so each is another interleaving.
+    (``costs="table"``) per seed of :data:`~alloclab.studies.VIRTUAL_SEEDS` (:func:`~alloclab.studies.virtual`):
+    the seed draws the start order, so each is another interleaving.
 
     Args:
         ops: operations per worker.
-        seeds: runs per point and variant.
+        progress: show the sweeps' progress bars.
 
     Returns:
-        ``shape, vcpus, machine, seed, busy_lock, ops_per_s, nr_vmap_nodes, lock_counts_exact``.
+        The sweep rows of every point (``busy_lock``, ``seed``, ``ops_per_s``, ``nr_vmap_nodes``,
+        ``lock_counts_exact``, ...) with ``shape, vcpus, machine``.
     """
     nodes = {shape: n for n, shape in SHAPES.items()}
-    rows = []
-    for shape, vcpus, machine in VIRTUAL_POINTS:
-        for seed in range(1, seeds + 1):
-            for busy in ("twice", "once"):
-                r = run_once("vmalloc_stress", clock="virtual", machine=machine, costs="table", threads=vcpus, ops=ops,
-                             pattern=SEED_PATTERN, vmap_nodes=nodes[shape], busy_lock=busy, seed=seed)  # fmt: skip
-                rows.append({"shape": shape, "vcpus": vcpus, "machine": machine, "seed": seed, "busy_lock": busy,
-                             "ops_per_s": float(r.summary["ops_per_s"]),
-                             "nr_vmap_nodes": int(r.summary["nr_vmap_nodes"]),
-                             "lock_counts_exact": bool(r.summary["lock_counts_exact"])})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.concat([virtual("vmalloc_stress", grid={"busy_lock": ["twice", "once"]}, machine=machine,
+                              progress=progress, threads=vcpus, ops=ops, pattern=SEED_PATTERN,
+                              vmap_nodes=nodes[shape]).runs.assign(shape=shape, vcpus=vcpus, machine=machine)
+                      for shape, vcpus, machine in VIRTUAL_POINTS], ignore_index=True)  # fmt: skip
 
 
 def once_over_twice(runs: pd.DataFrame) -> pd.DataFrame:
