@@ -751,7 +751,7 @@ _SOURCE_STYLE = {
 }
 #: Figure names that carry the seed's claim (a ratio or a share), drawn first.
 _CLAIM_WORDS = ("_over_", "_vs_", "ratio", "speedup", "saved")
-_FINDING = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)x\b")
+_FINDING = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)(?:x\b|\s*%)")
 
 
 def _projected_tables(obj: Any) -> dict[str, pd.DataFrame]:
@@ -786,7 +786,8 @@ def _projected_layout(name: str, table: pd.DataFrame, x: str | None) -> tuple:
 
 
 def _as_numbers(column: pd.Series) -> pd.Series:
-    """Numbers of a figure column; a finding's ratio (``"0.394x (p=...)"``) is its number, other text is NaN."""
+    """Numbers of a figure column; a finding's ratio (``"0.394x (p=...)"``) or share (``"80.17 % (p=...)"``) is its
+    number, other text (``n.s.``, ``baseline``) is NaN."""
     if pd.api.types.is_numeric_dtype(column):
         return column.astype(float)
 
@@ -800,7 +801,8 @@ def _as_numbers(column: pd.Series) -> pd.Series:
 
 
 def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list[str], figure: str) -> None:
-    """One figure of one projected table: a line per source and hue (real: points), then the real cells' tally."""
+    """One figure of one projected table: a line per source and hue (real: points), then the tally of the real cells
+    and of the virtual cells that are no finding (``n.s.``, not drawn)."""
     categorical = not pd.api.types.is_numeric_dtype(table[x])
     cats = _unique(table[x]) if categorical else []
     groups = [((), table)] if not hues else list(table.groupby(hues, sort=True))
@@ -822,8 +824,10 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
     text = table[f"real_{figure}"].astype(str)
     not_run = int(table["real_note"].astype(str).str.startswith("not run").sum()) if "real_note" in table else 0
     ns = int(text.str.startswith("n.s.").sum())
-    ax.text(0.01, 0.01, f"real: {int(real.notna().sum())} drawn, {ns} n.s. (not drawn), {not_run} not run here",
-            transform=ax.transAxes, fontsize="x-small", color="0.35", va="bottom")  # fmt: skip
+    tally = f"real: {int(real.notna().sum())} drawn, {ns} n.s. (not drawn), {not_run} not run here"
+    virtual_ns = int(table[f"virtual_{figure}"].astype(str).str.startswith("n.s.").sum())
+    tally += f"; virtual: {virtual_ns} n.s. (not drawn)" if virtual_ns else ""
+    ax.text(0.01, 0.01, tally, transform=ax.transAxes, fontsize="x-small", color="0.35", va="bottom")
     claim = any(w in figure for w in _CLAIM_WORDS)
     if claim and not figure.startswith("saved"):
         ax.axhline(1.0, color="black", linewidth=0.7, alpha=0.6)

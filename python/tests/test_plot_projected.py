@@ -82,6 +82,24 @@ def test_a_table_without_a_numeric_key_gets_its_machines_as_categories():
     assert fig.get_suptitle() == "headline" and ax.get_title() == "projected: claim: saved_pct"
 
 
+def test_virtual_findings_are_drawn_by_their_number_and_n_s_is_tallied():
+    # Virtual cells over seeds are findings like the real ones: a ratio or a share when significant, else n.s.
+    table = _pcp_like().assign(virtual_patch_over_default=["n.s. (p=1)", "0.958x (p=0.0079)", "n.s. (p=1)",
+                                                           "0.53x (p=0.0079)", "0.0997x (p=0.0079)"])  # fmt: skip
+    claim = next(ax for ax in al.plot.projected(table).axes if ax.get_visible())
+    lines = _lines(claim)
+    assert list(lines["virtual order=9"].get_xdata()) == [2, 24]
+    assert list(lines["virtual order=9"].get_ydata()) == [0.53, 0.0997]
+    assert [t.get_text() for t in claim.texts] == [
+        "real: 2 drawn, 1 n.s. (not drawn), 1 not run here; virtual: 2 n.s. (not drawn)"
+    ]
+    head = pd.DataFrame({"machine": ["a", "b"], "published_saved_pct": [68.52, 63.15],
+                         "virtual_saved_pct": ["80.17 % (p=0.0079)", "n.s. (p=0.31)"],
+                         "real_saved_pct": [np.nan, np.nan]})  # fmt: skip
+    (ax,) = [a for a in al.plot.projected(head).axes if a.get_visible()]
+    assert list(_lines(ax)["virtual"].get_ydata()) == [80.17]
+
+
 def test_several_tables_are_rows_of_one_figure_and_x_can_be_chosen():
     multiplier = pd.DataFrame({"case": ["2T", "2T"], "multiplier": [1, 2], "published_ms": [979.0, 679.0],
                                "virtual_ms": [900.0, 600.0], "real_ms": [np.nan, np.nan],
