@@ -16,6 +16,9 @@ from alloclab.studies import VIRTUAL_SEEDS, cma, hugetlb, pcp_refill, shmem, vma
 
 #: The shapes that do not come out with the shipped profiles, each with what was measured (see the module docstring).
 HUGETLB_4NODE_MISS = (
+    "measured (simulator version 16, medians over seeds 1-5, each saved share a finding at p = 0.0079): 82.03 % at "
+    "1/1024 of the pool (serial 3958 ms, parallel 711 ms with 8 works), 80.17 % at 1/16 (4082 ms, 810 ms), against "
+    "the seed's 68.52 %; the 2-node machine 72.23 % and 70.94 % (seed 63.15 %, within the band). Earlier, "
     "measured (simulator version 10): saved 82.2 % against the seed's 68.5 % (serial 4004 ms, parallel 712 ms with 8 "
     "works, scaled from 1/1024 of the pool; 82.8 % at 1/16): the model's padata works do not slow each other down as "
     "the seed's did (thread time per folio 3.82 us serial -> 5.26 us with 8 works at 1/16; the seed's 3.18 -> 8.02 "
@@ -28,6 +31,11 @@ HUGETLB_4NODE_MISS = (
     " 80.1 % at 1/16 (4082 ms, 813 ms)"
 )
 MULTIPLIER_MISS = (
+    "measured over seeds 1-5 (simulator version 16; medians, every speedup a finding at p = 0.0079): at 4,096 folios "
+    "of each pool (MULTIPLIER_FOLIOS_QUICK) the speedup over k = 1 at k = 2..5 is 1.98 / 2.87 / 3.76 / 4.58 (256G and "
+    "50G alike), 2.01 / 2.87 / 3.60 / 4.19 (2T); at the full study's sizes 1.92 / 2.71 / 3.47 / 4.13 (256G; seed 1.67"
+    " / 2.28 / 2.67 / 2.84), 1.93 / 2.73 / 3.50 / 4.15 (50G; seed 1.61 / 1.92 / 2.37 / 2.29), 1.87 / 2.57 / 3.04 / "
+    "3.38 (2T; seed 1.44 / 1.80 / 2.00 / 2.04). Seed 1 alone, "
     "measured at 4,096 folios of each pool (MULTIPLIER_FOLIOS_QUICK; simulator version 16, the start order drawn "
     "from the seed): speedup over k = 1 at k = 2..5 is 1.96 / 2.88 / 3.77 / 4.58 (256G and 50G alike), 2.03 / 3.02 / "
     "3.78 / 4.19 (2T; seed 1.44 / 1.80 / 2.00 / 2.04); at the full study's sizes 1.90 / 2.72 / 3.47 / 4.13 (256G; "

@@ -43,7 +43,7 @@ SEED = None
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``; full: the 9-run calibration with
 #: both page orders included). Quick: 6 real repeats (was 5), timed on this project's AMD VM (family 26), 2026-12-06
 #: 18:50 UTC: 47.9 s, against 29.8 s with 5 repeats on the Intel VM; the full study took 249 s there (18:46 UTC).
-ESTIMATED_S = {"quick": 47.9, "full": 440}
+ESTIMATED_S = {"quick": 38.5, "full": 270}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 
