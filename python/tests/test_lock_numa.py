@@ -1,11 +1,11 @@
-"""The lock_numa study on a reduced grid: virtual runs are deterministic, so its figures are exact checks."""
+"""The lock_numa study on a reduced grid: virtual runs repeat exactly per seed, so its figures are exact checks."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from alloclab.studies import lock_numa
+from alloclab.studies import VIRTUAL_SEEDS, lock_numa
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,8 @@ def test_cna_keeps_hand_offs_on_the_node_and_beats_mcs_when_scattered(table):
         > at.loc[("scatter", 16, "mcs"), "handoff_local_share"]
     )
     assert at.loc[("scatter", 16, "cna"), "vs_mcs"] > 1.0
+    assert at.loc[("scatter", 16, "cna"), "vs_mcs_finding"].endswith("(p=0.0079)")  # every seed's cna beats every mcs
+    assert (table["seeds"] == len(VIRTUAL_SEEDS)).all()
     # On one node every hand-off is local, for every kind.
     assert (table.query("placement == 'compact' and threads == 16")["handoff_local_share"] == 1.0).all()
 
@@ -46,10 +48,16 @@ def test_cohort_kinds_keep_hand_offs_on_the_node_far_more_than_mcs_when_scattere
 
 
 def test_winners_name_the_fastest_kind_per_span_and_ties():
-    t = pd.DataFrame({
-        "machine": "m", "placement": "scatter",
-        "threads": [1, 1, 4, 4, 16, 16],
-        "lock": ["a", "b"] * 3,
-        "acquisitions_per_s": [100.0, 100.5, 300.0, 200.0, 310.0, 100.0],
-    })  # fmt: skip
-    assert lock_numa.winners(t) == ["fastest on m (scatter): every kind at 1, a at 4-16 CPUs"]
+    # Five seeds per point. At 1 CPU the medians are 0.5 % apart (within TIE); at 4 and 64 every seed of a beats every
+    # seed of b; at 16 b's median is 3 % below a's but its seeds overlap a's, so the U-test cannot tell them apart.
+    seeds = {
+        1: {"a": [100.0] * 5, "b": [100.5] * 5},
+        4: {"a": [300.0, 301, 302, 303, 304], "b": [200.0, 201, 202, 203, 204]},
+        16: {"a": [310.0, 290, 330, 300, 320], "b": [300.0, 280, 335, 295, 305]},
+        64: {"a": [310.0, 311, 312, 313, 314], "b": [100.0, 101, 102, 103, 104]},
+    }
+    t = pd.DataFrame([{"machine": "m", "placement": "scatter", "threads": threads, "lock": lock, "seed": seed,
+                       "acquisitions_per_s": value}
+                      for threads, kinds in seeds.items() for lock, values in kinds.items()
+                      for seed, value in enumerate(values, 1)])  # fmt: skip
+    assert lock_numa.winners(t) == ["fastest on m (scatter): every kind at 1, a at 4, every kind at 16, a at 64 CPUs"]
