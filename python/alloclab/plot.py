@@ -822,9 +822,11 @@ def _projected_panel(ax: Any, table: pd.DataFrame, name: str, x: str, hues: list
                 ax.plot(xs[keep], ys[keep], color=color, label=f"{source} {hue}".strip(), **style)
     real = _as_numbers(table[f"real_{figure}"])
     text = table[f"real_{figure}"].astype(str)
-    not_run = int(table["real_note"].astype(str).str.startswith("not run").sum()) if "real_note" in table else 0
+    notes = table["real_note"].astype(str) if "real_note" in table else pd.Series(dtype=str)
+    not_run, over = int(notes.str.startswith("not run").sum()), int(notes.str.startswith("oversubscribed").sum())
     ns = int(text.str.startswith("n.s.").sum())
     tally = f"real: {int(real.notna().sum())} drawn, {ns} n.s. (not drawn), {not_run} not run here"
+    tally += f", {over} oversubscribed (no figure)" if over else ""
     virtual_ns = int(table[f"virtual_{figure}"].astype(str).str.startswith("n.s.").sum())
     tally += f"; virtual: {virtual_ns} n.s. (not drawn)" if virtual_ns else ""
     ax.text(0.01, 0.01, tally, transform=ax.transAxes, fontsize="x-small", color="0.35", va="bottom")

@@ -93,6 +93,12 @@ def test_virtual_findings_are_drawn_by_their_number_and_n_s_is_tallied():
     assert [t.get_text() for t in claim.texts] == [
         "real: 2 drawn, 1 n.s. (not drawn), 1 not run here; virtual: 2 n.s. (not drawn)"
     ]
+    # A configuration the full-size real sweep ran oversubscribed has no real figure, and the tally says why.
+    table["real_note"] = ["", "", "", "", "oversubscribed: 24 workers on 2 host PUs, no figure (its runs are ...)"]
+    claim = next(ax for ax in al.plot.projected(table).axes if ax.get_visible())
+    assert [t.get_text() for t in claim.texts] == [
+        "real: 2 drawn, 1 n.s. (not drawn), 0 not run here, 1 oversubscribed (no figure); virtual: 2 n.s. (not drawn)"
+    ]
     head = pd.DataFrame({"machine": ["a", "b"], "published_saved_pct": [68.52, 63.15],
                          "virtual_saved_pct": ["80.17 % (p=0.0079)", "n.s. (p=0.31)"],
                          "real_saved_pct": [np.nan, np.nan]})  # fmt: skip

@@ -140,6 +140,15 @@ def test_projected_puts_published_virtual_and_real_side_by_side():
     pus = al.Topology.host().pus
     why = f"not run: 24 workers on {pus} host PUs would be oversubscribed" if pus < 24 else "not run on this host"
     assert table["real_note"].tolist() == ["", why]
+    # A real sweep that ran an oversubscribed configuration (full sizes run it, flagged) still gives no figure there.
+    ran = pd.DataFrame({"threads": [1, 24], "ratio": ["1.1x (p=0.008)", "0.5x (p=0.008)"]})
+    table = studies.projected(["threads"], published=published, virtual=virtual, real=ran,
+                              workers=lambda row: 1 if row["threads"] == 1 else pus + 1)  # fmt: skip
+    assert table["real_ratio"].tolist()[0] == "1.1x (p=0.008)" and pd.isna(table["real_ratio"][1])
+    assert table["real_note"].tolist() == [
+        "",
+        f"oversubscribed: {pus + 1} workers on {pus} host PUs, no figure (its runs are in data.parquet, flagged)",
+    ]
     with pytest.raises(ValueError, match="real has several rows for one configuration"):
         studies.projected(["threads"], published=published, virtual=virtual, real=pd.concat([real, real]))
 

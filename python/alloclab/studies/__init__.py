@@ -302,7 +302,8 @@ def projected(
         virtual: ours on the seed's machine, in virtual time (``costs="table"``).
         real: ours on this host; an optional ``note`` column says what a cell rests on.
         workers: the configuration's worker count from its key row; a configuration with more workers than the host
-            has PUs has no real row, and ``real_note`` says so (never an oversubscribed figure).
+            has PUs gets no real figure, even where ``real`` has one (a full-size sweep may run it, flagged), and
+            ``real_note`` says so (never an oversubscribed figure).
 
     Returns:
         One row per configuration of any frame (sorted by the keys), then per figure the columns ``published_<f>``,
@@ -326,15 +327,20 @@ def projected(
     for c in columns:
         if c not in out:
             out[c] = np.nan
-    has_real = out[[f"real_{f}" for f in figures]].notna().any(axis=1)
-    note = out["real_note"] if "real_note" in out else pd.Series("", index=out.index)
+    real_cols = [f"real_{f}" for f in figures]
     pus = Topology.host().pus
+    need = [workers(row) if workers else 0 for _, row in out[on].iterrows()]
+    over = pd.Series([w > pus for w in need], index=out.index)
+    ran = out[real_cols].notna().any(axis=1)
+    out.loc[over, real_cols] = np.nan  # never an oversubscribed figure, even where the real sweep ran one
+    note = out["real_note"] if "real_note" in out else pd.Series("", index=out.index)
     why = [
-        str(n) if isinstance(n, str) and n
-        else "" if ok
-        else f"not run: {w} workers on {pus} host PUs would be oversubscribed" if workers and (w := workers(row)) > pus
+        f"oversubscribed: {w} workers on {pus} host PUs, no figure (its runs are in data.parquet, flagged)" if o and r
+        else f"not run: {w} workers on {pus} host PUs would be oversubscribed" if o
+        else str(n) if isinstance(n, str) and n
+        else "" if r
         else "not run on this host"
-        for ok, n, (_, row) in zip(has_real, note, out[on].iterrows(), strict=True)
+        for w, o, r, n in zip(need, over, ran, note, strict=True)
     ]  # fmt: skip
     return out[columns].assign(real_note=why)
 
