@@ -45,6 +45,22 @@ def test_a_spread_that_holds_both_verdicts_is_not_significant():
     assert vvr._row("s", 2, {}, runs([0.5, 0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 3.0]), virtual_s=0.3)["verdict"] == "miss"
 
 
+def test_seeds_that_hold_both_verdicts_are_not_significant():
+    # Real median 1.0 with a tight interval; the seeds' virtual times 1.0-1.4 s lie both within the band (1.0) and
+    # outside it (1.4): another interleaving would flip the verdict.
+    real = runs([0.99, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.01])
+    row = vvr._row("s", 2, {}, real, virtual_s=[1.0, 1.1, 1.2, 1.3, 1.4])
+    assert (row["verdict"], row["virtual_s"], row["virtual_min_s"], row["virtual_max_s"]) == ("n.s.", 1.2, 1.0, 1.4)
+    assert row["virtual_seeds"] == 5
+    assert row["why"] == (
+        "the real median's 95% interval 1-1 s holds real times both within and outside +-25% of the virtual 1-1.4 s "
+        "(5 seeds)"
+    )
+    # The same seeds closer together: every pair is within the band.
+    row = vvr._row("s", 2, {}, real, virtual_s=[1.0, 1.05, 1.1, 1.15, 1.2])
+    assert (row["verdict"], row["within"], row["ratio"]) == ("within", True, 1.1)
+
+
 def test_five_runs_cannot_bound_a_median_at_95_percent():
     row = vvr._row("s", 1, {}, runs([1.0] * 5), virtual_s=1.0)
     assert (row["verdict"], row["why"]) == ("n.s.", "5 clean real runs cannot bound the median at 95%")
