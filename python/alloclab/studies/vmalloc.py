@@ -131,6 +131,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     """
     virtual_ops = sized(2_000, VIRTUAL_OPS_QUICK, quick_mode=quick)
     virtual = virtual_runs(virtual_ops, progress)
+    gain = once_over_twice(virtual)
     ops = sized(200_000, 1_000, quick_mode=quick)
     repeats = sized(7, stats.MIN_REPEATS, quick_mode=quick)
     # The kernel's lazy_max_pages() for 160 CPUs is 65536 pages; quick runs are too short to reach it, so they
@@ -147,7 +148,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     notes = [
         f"virtual: {virtual_ops} {SEED_PATTERN} operations per worker, {VIRTUAL_RUNS}: "
         + ", ".join(f"{s} {v} vCPUs on {m}" for s, v, m in VIRTUAL_POINTS),
-        *virtual_reading(virtual),
+        *virtual_reading(virtual, gain),
         f"real: {ops} operations per worker (16 KiB + guard at 16 KiB; stress_ng_pthread: thread creations, 1024 per "
         f"round, stacks from fork.c's 2-stack cache or vmalloc), {repeats} timed repeats, interleaved, model {MODEL}.",
         lockstat_cost(),
@@ -156,7 +157,7 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     ]
     notes += measurement_notes(result)
     return StudyResult(table=table, plots=plots, data=result, notes=notes, meta={"model_topology": MODEL},
-                       projected={"once_over_twice": projection(virtual, table)})  # fmt: skip
+                       projected={"once_over_twice": projection(gain, table)})  # fmt: skip
 
 
 def virtual_runs(ops: int, progress: bool = False) -> pd.DataFrame:
@@ -193,10 +194,15 @@ def once_over_twice(runs: pd.DataFrame) -> pd.DataFrame:
     return once[["shape", "vcpus", "once_over_twice", "p_value", "significant", "finding"]].reset_index(drop=True)
 
 
-def virtual_reading(runs: pd.DataFrame) -> list[str]:
-    """One line per virtual point: the gain over the seeds (median, and each seed's), and whether it is a finding."""
+def virtual_reading(runs: pd.DataFrame, gain: pd.DataFrame) -> list[str]:
+    """One line per virtual point: the gain over the seeds (median, and each seed's), and whether it is a finding.
+
+    Args:
+        runs: :func:`virtual_runs`' rows.
+        gain: :func:`once_over_twice` of them.
+    """
     lines = []
-    for _, r in once_over_twice(runs).iterrows():
+    for _, r in gain.iterrows():
         part = runs[(runs["shape"] == r["shape"]) & (runs["vcpus"] == r["vcpus"])]
         wide = part.pivot_table(index="seed", columns="busy_lock", values="ops_per_s")
         per_seed = ", ".join(f"{g:+.2f}" for g in 100 * (wide["once"] / wide["twice"] - 1))
@@ -217,13 +223,14 @@ def published_points() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def projection(virtual: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """Published | virtual | real per (shape, vCPUs): ops/s once over twice (the virtual one over the seeds, the real
-    one over the repeats of the seed's operation at bounce 0: each a finding, a ratio only when significant)."""
+def projection(gain: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Published | virtual | real per (shape, vCPUs): ops/s once over twice (the virtual one over the seeds,
+    :func:`once_over_twice`'s ``gain``; the real one over the repeats of the seed's operation at bounce 0, from the
+    :func:`summarize` ``table``: each a finding, a ratio only when significant)."""
     real = table[(table["pattern"] == SEED_PATTERN) & (table["bounce_ns"] == 0)]
     real = real.rename(columns={"threads": "vcpus", "once_vs_twice": "once_over_twice"})
     real = real[["shape", "vcpus", "once_over_twice"]]
-    virtual = once_over_twice(virtual)[["shape", "vcpus", "finding"]].rename(columns={"finding": "once_over_twice"})
+    virtual = gain[["shape", "vcpus", "finding"]].rename(columns={"finding": "once_over_twice"})
     return projected(["shape", "vcpus"], published=published_points(), virtual=virtual, real=real,
                      workers=lambda row: int(row["vcpus"]))  # fmt: skip
 
