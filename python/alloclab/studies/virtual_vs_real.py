@@ -35,7 +35,7 @@ from ..calibrate import Spread, calibrate_with_spread, host_transfers, to_toml
 from ..config import sized
 from ..machines import Machine, machine
 from ..stats import FLAG_COLUMNS, MIN_REPEATS
-from . import VIRTUAL_RUNS, StudyResult, fits_host, grown, join, measure, measurement_notes, timed, virtual
+from . import VIRTUAL_SEEDS, StudyResult, fits_host, grown, join, measure, measurement_notes, timed, virtual
 
 NAME = "virtual_vs_real"
 TITLE = "virtual time (host profile, table costs) against real runs at 1 and 2 workers"
@@ -94,7 +94,9 @@ def run(quick: bool, out_dir: Path, progress: bool) -> StudyResult:
     measured = table[table["verdict"] != "n.s."]
     misses = measured[~measured["within"].astype(bool)]
     notes = [
-        f"virtual: machine {profile.name!r} ({profile.hash}), {VIRTUAL_RUNS}; real: median of {repeats} timed repeats "
+        f"virtual: machine {profile.name!r} ({profile.hash}), costs='table', seeds {VIRTUAL_SEEDS[0]}-"
+        f"{VIRTUAL_SEEDS[-1]} per configuration (a verdict only where every seed gives it); real: median of {repeats} "
+        f"timed repeats "
         f"(lock_stat off, interleaved) on this host, without the runs flagged {', '.join(FLAG_COLUMNS)} or "
         f"oversubscribed; each scenario's size grown until a real run lasts {min_time_s} s",
         f"{len(measured) - len(misses)} of {len(measured)} measured rows within +-{TOLERANCE:.0%}"
