@@ -21,6 +21,7 @@ void register_calibration(py::module_& m) {
       },
       py::arg("max_pairs"), nogil);
   c.def("node_core_pus", &calibration::node_core_pus, py::arg("node"), nogil);
+  c.def("host_cache_bytes", &calibration::host_cache_bytes, py::arg("level"), nogil);
   c.def("host_llc_bytes", &calibration::host_llc_bytes, nogil);
   c.def("transfer_ns", &calibration::transfer_ns, py::arg("pu_a"), py::arg("pu_b"), py::arg("samples"),
         py::arg("round_trips"), nogil);

@@ -139,6 +139,33 @@ TEST(MachineProfile, AnLlcSizeNeedsTheDramLatency) {
   EXPECT_EQ(z.distances().llc(13), 3);
 }
 
+// The private levels come with their latencies, on a machine with an LLC size, each smaller than the level below.
+TEST(MachineProfile, PrivateCacheLevelsNeedTheirLatenciesAndTheLevelsBelow) {
+  auto f = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
+  number(f, "cache_kib.l1d", 48);
+  EXPECT_EQ(error_of(f),
+            "cache_kib.l1d: needs cache_ns.l2, the latency of a line that has left L1D (allowed: both, or neither)");
+  number(f, "cache_ns.l2", 5.3);
+  EXPECT_EQ(error_of(f),
+            "cache_kib.l1d: needs cache_mib.llc, the LLC, where a line that leaves the private caches goes (allowed: "
+            "both, or neither)");
+  number(f, "cache_mib.llc", 1.0 / 32);  // 32 KiB
+  number(f, "dram_ns.local", 81.2);
+  EXPECT_EQ(error_of(f), "cache_kib.l1d: 48 KiB is not allowed (allowed: less than cache_mib.llc, 32 KiB)");
+  number(f, "cache_mib.llc", 60);
+  EXPECT_EQ(MachineProfile(f).value("cache_ns.l2"), 5.3);
+  number(f, "cache_kib.l2", 32);
+  number(f, "cache_ns.llc", 30);
+  EXPECT_EQ(error_of(f), "cache_kib.l2: 32 KiB is not allowed (allowed: more than cache_kib.l1d, 48 KiB)");
+  number(f, "cache_kib.l2", 1280);
+  EXPECT_EQ(MachineProfile(f).value("cache_kib.l2"), 1280);
+  auto no_l1d = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
+  number(no_l1d, "cache_ns.llc", 30);
+  EXPECT_EQ(error_of(no_l1d),
+            "cache_ns.llc: needs cache_kib.l2, the L2 size, which lines leave to be found in the LLC (allowed: both, "
+            "or neither)");
+}
+
 TEST(MachineProfile, OptionalPageOpCosts) {
   auto f = fields("package:1 numa:1 l3:1 core:4 pu:1", {"same_llc"});
   EXPECT_THROW(MachineProfile(f).value("page_ns.copy"), std::invalid_argument);  // absent: bandwidth alone

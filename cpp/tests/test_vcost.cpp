@@ -266,16 +266,24 @@ TEST(VirtualCosts, IndependentLinesOverlapTheirTransfersUpToTheMissesInFlight) {
 // lines since (passes and page ops count every line they move; a touch counts a line from memory or another LLC;
 // a hit counts nothing and renews the line), then its next access pays the DRAM latency of its memory's node. The
 // profile: a 64 KiB LLC (1,024 lines) per socket, DRAM 100 ns local and 170 ns remote.
+// With `private_levels`, each CPU has a 1 KiB L1D (16 lines) and a 4 KiB L2 (64 lines), and a line found in L2
+// costs 5 ns, in the LLC 20 ns.
 struct CapacityRun {
-  explicit CapacityRun(bool with_llc, const std::string& topology = "package:2 numa:1 l3:1 core:1 pu:1")
-      : v(profile(with_llc, topology), 2) {}
-  static std::shared_ptr<const MachineProfile> profile(bool with_llc, const std::string& topology) {
+  explicit CapacityRun(bool with_llc, const std::string& topology = "package:2 numa:1 l3:1 core:1 pu:1",
+                       bool private_levels = false)
+      : v(profile(with_llc, topology, private_levels), 2) {}
+  static std::shared_ptr<const MachineProfile> profile(bool with_llc, const std::string& topology,
+                                                       bool private_levels) {
     ProfileFields f = test::profile_fields(topology, {topology.starts_with("package:2") ? "remote" : "same_llc"});
     if (with_llc) {
       test::profile_number(f, "cache_mib.llc", 1.0 / 16);
       test::profile_number(f, "dram_ns.local", 100);
       if (topology.starts_with("package:2")) test::profile_number(f, "dram_ns.remote", 170);
     }
+    if (private_levels)
+      for (const auto& [key, value] :
+           {std::pair{"cache_kib.l1d", 1.0}, {"cache_kib.l2", 4.0}, {"cache_ns.l2", 5.0}, {"cache_ns.llc", 20.0}})
+        test::profile_number(f, key, value);
     return std::make_shared<MachineProfile>(f);
   }
   // What the accesses cost when run as `steps`: each step is a write of `line` (its cost recorded) or a pass of
@@ -333,6 +341,32 @@ TEST(VirtualCosts, ALineLeavesTheLlcAfterAnLlcWorthOfNewLines) {
                  : std::vector<vt::vtime>(7, hit);
     EXPECT_EQ(t, expected);
   }
+}
+
+// The private levels count the lines they take in as the LLC does (a hit in one takes in nothing there and renews the
+// line), per CPU: a line the CPU used last costs line_access in its L1D, cache_ns.l2 once an L1D's worth has come in
+// since, cache_ns.llc once an L2's worth has, and the DRAM latency once an LLC's worth has. Another CPU's access to it
+// is a transfer, as without them.
+TEST(VirtualCosts, ALineThatLeftTheL1dOrTheL2CostsTheLevelThatHasIt) {
+  struct alignas(4096) Line {
+    uint64_t x = 0;
+  };
+  Line a;
+  CapacityRun r(true, "package:1 numa:1 l3:1 core:2 pu:1", true);
+  const vt::vtime hit = r.v.op(Op::line_access), l2 = 5 * kNs, llc = 20 * kNs, dram = 100 * kNs;
+  const auto t = r.costs({{0, &a, 0},
+                          {0, nullptr, 15},  // 1 + 15 lines into L1D: a is the oldest, still there
+                          {0, &a, 0},
+                          {0, nullptr, 16},  // an L1D's worth: a has left it
+                          {0, &a, 0},        // from L2, back into L1D (and no new line in L2)
+                          {0, &a, 0},
+                          {0, nullptr, 64},  // an L2's worth
+                          {0, &a, 0},        // from the LLC
+                          {0, nullptr, 1024},
+                          {0, &a, 0},  // from DRAM
+                          {0, nullptr, 16},
+                          {1, &a, 0}});  // CPU 1: the transfer from CPU 0's cache, not a level of its own
+  EXPECT_EQ(t, (std::vector<vt::vtime>{hit, hit, l2, hit, llc, hit + dram, hit + r.v.costs.transfer(0, 1)}));
 }
 
 // The L2 streamer: a CPU's miss in the same 4 KiB page of node memory as its previous miss (either way) was
@@ -621,11 +655,13 @@ TEST(VirtualCosts, ManyCpusWaitingForPageLocksAllGetThem) {
 // vmalloc_stress run whose purges walk thousands of heap-allocated vmap_areas.
 TEST(VirtualCosts, VirtualTimesDoNotDependOnTheHostHeap) {
   const std::string topology = "package:2 numa:1 l3:1 core:1 pu:1";
-  for (const bool with_llc : {false, true}) {
-    SCOPED_TRACE(with_llc ? "with cache_mib.llc" : "without cache_mib.llc");
+  for (const auto& [with_llc, private_levels] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    SCOPED_TRACE(private_levels ? "with the private levels"
+                 : with_llc     ? "with cache_mib.llc"
+                                : "without cache_mib.llc");
     RunOptions opt;
     opt.clock = ClockKind::virtual_time;
-    opt.machine = CapacityRun::profile(with_llc, topology);
+    opt.machine = CapacityRun::profile(with_llc, topology, private_levels);
     const auto times = [&](const std::string& name, const std::map<std::string, Value>& params) {
       const RunResult r = run(name, params, opt);
       std::vector<double> t{r.elapsed_s};

@@ -221,7 +221,8 @@ def _aggregate(run: _Run, rounds: list[_Results]) -> tuple[dict[str, Any], dict[
                 wide[key] = (float(q1), float(median), float(q3))
         if run.log and len(values) > 1:
             run.log(f"{key}: {_num(median)} {unit} ({spread})")
-        doc.setdefault(section, {})[field] = {"value": float(_num(median)), "source": f"{run.stamp}: {how}; {spread}"}
+        value = float(median if section in _REPORTED else _num(median))
+        doc.setdefault(section, {})[field] = {"value": value, "source": f"{run.stamp}: {how}; {spread}"}
     return doc, wide
 
 
@@ -235,6 +236,10 @@ def _spread_summary(runs: int, wide: dict[str, Spread]) -> str:
         if wide
         else f"no number has an {band}"
     )
+
+
+#: Sections of sizes the host reports (hwloc), not measures: written whole (1024 KiB, not 1020).
+_REPORTED = {"cache_kib", "cache_mib"}
 
 
 def _num(value: float) -> str:
@@ -356,16 +361,50 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
     )
     shown = f"misses_in_flight.core: {lines:.1f} lines (best K = {best_k}, latency {latency:.0f} ns)"
     out = {"misses_in_flight.core": run.result(lines, how, shown)}
-    # The host's LLC and the trip back from memory of a line that has left it (cost_model.hpp, cache capacity).
+    # The host's caches and the trip back of a line that has left each (cost_model.hpp, cache capacity).
     if llc := _core.calibration.host_llc_bytes():
+        levels = _private_levels(llc)
+        for name, level_bytes in levels:
+            how = f"the size of one {name.upper()} cache of this host as hwloc reports it"
+            out[f"cache_kib.{name}"] = run.result(
+                level_bytes / 1024, how, f"cache_kib.{name}: {level_bytes // 1024} KiB"
+            )
         llc_how = f"the size of one last-level cache of this host as hwloc reports it ({llc // 1024} KiB)"
         out["cache_mib.llc"] = run.result(llc / _MIB, llc_how, f"cache_mib.llc: {llc / _MIB:g} MiB")
+        # A line that has left a level is found in the next one: a chase that fits the next one and not this one.
+        for name, level_bytes in levels:
+            below = {"l1d": "l2", "l2": "llc"}[name]
+            chase = _CHASE_OVER * level_bytes
+            _, ns, _ = _core.calibration.misses_in_flight(pu, chase, trials, misses)
+            how = (
+                f"one random pointer chase (each load depends on the one before) over {chase // 1024} KiB "
+                f"({_CHASE_OVER} x cache_kib.{name}) first touched on PU {pu}, {misses} loads: the time per step; "
+                f"median of {trials} trials on PU {pu} (the K = 1 run of chases as misses_in_flight.core's)"
+            )
+            out[f"cache_ns.{below}"] = run.result(ns, how, f"cache_ns.{below}: {ns:.1f} ns")
     dram_how = (
         f"one random pointer chase (each load depends on the one before) over {size // _MIB} MiB first touched on PU "
         f"{pu}, on huge pages where the host gives them, {misses} misses: the time per step; median of {trials} "
         f"trials on PU {pu} (the K = 1 run of misses_in_flight.core)"
     )
     out["dram_ns.local"] = run.result(latency, dram_how, f"dram_ns.local: {latency:.0f} ns")
+    return out
+
+
+#: The private levels' latencies are chases over this many times the level above: well out of it, well in the next.
+_CHASE_OVER = 4
+
+
+def _private_levels(llc: int) -> list[tuple[str, int]]:
+    """The host's L1D and L2 as ``[(name, bytes)]``, while each is a private level: a chase over :data:`_CHASE_OVER`
+    times it fits in half of the level below (else that level and those after it are left out, as on a host whose
+    L2 is its LLC)."""
+    calib, out = _core.calibration, []
+    for name, level in (("l1d", 1), ("l2", 2)):
+        size, below = calib.host_cache_bytes(level), calib.host_cache_bytes(level + 1) if level == 1 else llc
+        if not size or _CHASE_OVER * size > below // 2:
+            break
+        out.append((name, size))
     return out
 
 

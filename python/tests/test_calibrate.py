@@ -11,7 +11,7 @@ from test_cli import alloclab
 
 import alloclab as al
 from alloclab import _core
-from alloclab.calibrate import _OP_HOW, _SIZES, REPEATS, calibrate, calibrate_with_spread, to_toml
+from alloclab.calibrate import _OP_HOW, _SIZES, REPEATS, _private_levels, calibrate, calibrate_with_spread, to_toml
 
 OPS = set(_core.op_names())  # the engine's op list (ALLOCLAB_OPS); test_machines.py pins it
 
@@ -151,14 +151,22 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
     assert "K = 1 run of misses_in_flight.core" in doc["dram_ns"]["local"]["source"]
     llc = _core.calibration.host_llc_bytes()
     assert doc.get("cache_mib", {}).get("llc", {}).get("value") == (llc / 2**20 if llc else None)
+    # The private levels this host has: their sizes from hwloc, their latencies from chases 4 x their size.
+    levels = _private_levels(llc) if llc else []
+    assert {f: e["value"] for f, e in doc.get("cache_kib", {}).items()} == {n: b / 1024 for n, b in levels}
+    latency_of = {"l1d": "l2", "l2": "llc"}
+    assert {f: e["value"] for f, e in doc.get("cache_ns", {}).items()} == {latency_of[n]: 240.0 for n, _ in levels}
+    chased = [args[1] for name, args in fake if name == "misses_in_flight"][: 1 + len(levels)]
+    assert chased[1:] == [4 * b for _, b in levels]
     assert {k: v["value"] for k, v in doc["page_ns"].items()} == {
         "copy": 400.0, "copy_ascending": 300.0, "clear": 400.0, "clear_ascending": 300.0
     }  # fmt: skip
     assert "taken in ascending order" in doc["page_ns"]["copy_ascending"]["source"]
     assert "fixed random order" in doc["page_ns"]["copy"]["source"]
-    order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight cache_mib dram_ns page_ns op_cycles".split()
-    if not llc:
-        order.remove("cache_mib")
+    order = "clock transfer_ns wakeup_ns bandwidth_gbs misses_in_flight cache_kib cache_mib cache_ns dram_ns page_ns"
+    order = (order + " op_cycles").split()
+    for absent in ([] if levels else ["cache_kib", "cache_ns"]) + ([] if llc else ["cache_mib"]):
+        order.remove(absent)
     assert [k for k, v in doc.items() if isinstance(v, dict)] == order  # the profile's section order
 
 
@@ -225,3 +233,19 @@ def test_cli_refuses_bad_repeats():
     run = alloclab("calibrate", "--repeats", "0")
     assert run.returncode == 1
     assert "repeats: value out of range: 0 (allowed: 1..50)" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected"),
+    [
+        ({1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, [("l1d", 32 << 10), ("l2", 1 << 20)]),  # Zen 4
+        ({1: 32 << 10, 2: 1 << 20, 3: 0}, [("l1d", 32 << 10)]),  # L2 is the LLC: only L1D is private
+        ({1: 32 << 10, 2: 0, 3: 0}, []),  # no L2 reported: no level to find an L1D miss in
+        ({1: 0, 2: 1 << 20, 3: 32 << 20}, []),  # no L1D reported
+        ({1: 32 << 10, 2: 6 << 20, 3: 8 << 20}, [("l1d", 32 << 10)]),  # 4 x L2 does not fit half the LLC
+    ],
+)
+def test_private_levels_are_the_levels_a_chase_can_tell_apart(monkeypatch, sizes, expected):
+    monkeypatch.setattr(_core.calibration, "host_cache_bytes", lambda level: sizes.get(level, 0))
+    llc = max(sizes.values())
+    assert _private_levels(llc) == expected

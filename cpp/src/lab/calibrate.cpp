@@ -189,13 +189,19 @@ std::vector<int> node_core_pus(int node) {
   return out;
 }
 
+size_t host_cache_bytes(int level) {
+  constexpr hwloc_obj_type_t kLevels[] = {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE,
+                                          HWLOC_OBJ_L5CACHE};
+  if (level < 1 || level > int(std::size(kLevels)))
+    throw std::invalid_argument("level: " + std::to_string(level) + " (allowed: 1.." +
+                                std::to_string(std::size(kLevels)) + ")");
+  const hwloc_obj_t c = hwloc_get_obj_by_type(Topology::host()->raw(), kLevels[level - 1], 0);
+  return c && c->attr ? size_t(c->attr->cache.size) : 0;
+}
+
 size_t host_llc_bytes() {
-  hwloc_topology_t t = Topology::host()->raw();
   size_t best = 0;
-  for (const auto type :
-       {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE})
-    if (hwloc_obj_t c = hwloc_get_obj_by_type(t, type, 0); c && c->attr)
-      best = std::max(best, size_t(c->attr->cache.size));
+  for (int level = 1; level <= 5; ++level) best = std::max(best, host_cache_bytes(level));
   return best;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "alloclab/base/clock.hpp"
 #include "alloclab/base/scheduler.hpp"
@@ -66,6 +67,15 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     streamed_ = ps(64.0 / core_gbs_[size_t(Stream::load)]);
     last_miss_.assign(n, 0);
     dram_remote_ = ps(profile_->value_or("dram_ns.remote", profile_->value("dram_ns.local")));
+    private_fills_.assign(n, {});
+    const std::pair<const char*, const char*> levels[] = {{"cache_kib.l1d", "cache_ns.l2"},
+                                                          {"cache_kib.l2", "cache_ns.llc"}};
+    for (size_t i = 0; i < std::size(levels); ++i)
+      if (profile_->values().count(levels[i].first)) {  // the schema gives each size its latency
+        private_lines_[i] = std::max<uint64_t>(1, uint64_t(profile_->value(levels[i].first) * 1024 / 64));
+        private_miss_ps_[i] =
+            std::max<vt::vtime>(0, ps(profile_->value(levels[i].second)) - op_ps_[size_t(Op::line_access)]);
+      }
   }
 }
 
@@ -134,11 +144,19 @@ void CostModel::forget(const void* p, uint64_t bytes) {
     if (uint64_t& mark = host_mark_[size_t(self())]) mark += host_ticks() - t0;
 }
 
+int CostModel::private_level(const LineState& l, int c) const {
+  const std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
+  if (!private_lines_[0] || fills[0] - l.private_stamp[0] < private_lines_[0]) return 0;
+  if (!private_lines_[1] || fills[1] - l.private_stamp[1] < private_lines_[1]) return 1;
+  return 2;
+}
+
 vt::vtime CostModel::access(LineState& l, int c, bool write) {
   if (!llc_lines_) return coherence(l, c, write);
   vt::vtime refill = 0;
   const int llc = llc_of_cpu_[size_t(c)];
   bool taken_in = true;  // the line enters c's LLC
+  int found = 3;         // where c finds it (private_level(), 3: anywhere else), for its private levels' fills
   if (l.last >= 0) {
     const int last_llc = llc_of_cpu_[size_t(l.last)];
     if (fills_[size_t(last_llc)] - l.stamp >= llc_lines_) {  // every copy has been evicted (written back if dirty)
@@ -155,11 +173,18 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
       last = l.key;
     } else {
       taken_in = last_llc != llc;
+      if (l.last == c) {  // another CPU's line comes by coherence (a transfer, or c's copy as a reader: its L1D)
+        found = private_level(l, c);
+        if (found > 0) refill = private_miss_ps_[size_t(found - 1)];
+      }
     }
   }
   if (taken_in) ++fills_[size_t(llc)];
+  std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
+  for (size_t i = 0; i < fills.size(); ++i) fills[i] += found > int(i);
   l.last = int16_t(c);
   l.stamp = fills_[size_t(llc)];
+  l.private_stamp = fills;
   return refill + coherence(l, c, write);
 }
 

@@ -56,7 +56,11 @@ constexpr FieldSpec kFields[] = {
     {"bandwidth_gbs", "node_store", "GB/s", false},
     {"bandwidth_gbs", "core_store", "GB/s", false},
     {"misses_in_flight", "core", "lines", false},
+    {"cache_kib", "l1d", "KiB", false},
+    {"cache_kib", "l2", "KiB", false},
     {"cache_mib", "llc", "MiB", false},
+    {"cache_ns", "l2", "ns", false},
+    {"cache_ns", "llc", "ns", false},
     {"dram_ns", "local", "ns", false},
     {"dram_ns", "remote", "ns", false},
     {"page_ns", "copy", "ns", false},
@@ -69,7 +73,24 @@ constexpr FieldSpec kFields[] = {
 };
 // clang-format on
 constexpr const char* kSections[] = {"clock",     "transfer_ns", "wakeup_ns", "bandwidth_gbs", "misses_in_flight",
-                                     "cache_mib", "dram_ns",     "page_ns",   "op_cycles"};
+                                     "cache_kib", "cache_mib",   "cache_ns",  "dram_ns",       "page_ns",
+                                     "op_cycles"};
+// The cache capacity model's numbers come in sets (cost_model.hpp): a level's size needs the latency of a line that
+// has left it, and a private level needs the level below it.
+struct Needs {
+  const char* field;
+  const char* needs;
+  const char* what;  // what `needs` is to `field`
+};
+constexpr Needs kNeeds[] = {
+    {"cache_mib.llc", "dram_ns.local", "the latency of a line that has left the LLC"},
+    {"cache_kib.l1d", "cache_ns.l2", "the latency of a line that has left L1D"},
+    {"cache_kib.l1d", "cache_mib.llc", "the LLC, where a line that leaves the private caches goes"},
+    {"cache_ns.l2", "cache_kib.l1d", "the L1D size, which lines leave to be found in L2"},
+    {"cache_kib.l2", "cache_ns.llc", "the latency of a line that has left L2"},
+    {"cache_kib.l2", "cache_kib.l1d", "the L1D size (L2 is the level below L1D)"},
+    {"cache_ns.llc", "cache_kib.l2", "the L2 size, which lines leave to be found in the LLC"},
+};
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 
 std::string join(const std::vector<std::string>& v) {
@@ -313,10 +334,17 @@ MachineProfile::MachineProfile(const ProfileFields& f)
     if (sources.at(entry).find_first_not_of(" \t\n") == std::string::npos)
       bad(entry + ".source: empty (every number needs its source)");
   }
-  // A cache that lines leave needs the time to bring them back.
-  if (values.count("cache_mib.llc") && !values.count("dram_ns.local"))
-    bad("cache_mib.llc: needs dram_ns.local, the latency of a line that has left the LLC (allowed: both, or "
-        "neither)");
+  // A cache that lines leave needs the time to bring them back; each level is smaller than the one below it.
+  for (const auto& n : kNeeds)
+    if (values.count(n.field) && !values.count(n.needs))
+      bad(std::string(n.field) + ": needs " + n.needs + ", " + n.what + " (allowed: both, or neither)");
+  const auto kib = [&](const char* key) { return values.count(key) ? values.at(key) : 0.0; };
+  const double l1d = kib("cache_kib.l1d"), l2 = kib("cache_kib.l2"), llc = kib("cache_mib.llc") * 1024;
+  if (l2 > 0 && l2 <= l1d)
+    bad("cache_kib.l2: " + fmt(l2) + " KiB is not allowed (allowed: more than cache_kib.l1d, " + fmt(l1d) + " KiB)");
+  if (l1d > 0 && std::max(l1d, l2) >= llc)
+    bad(std::string(l2 > 0 ? "cache_kib.l2" : "cache_kib.l1d") + ": " + fmt(std::max(l1d, l2)) +
+        " KiB is not allowed (allowed: less than cache_mib.llc, " + fmt(llc) + " KiB)");
   values_ = std::move(values);
   sources_ = std::move(sources);
   for (const auto c : distances_.present())

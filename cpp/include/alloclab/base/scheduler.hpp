@@ -58,8 +58,9 @@ namespace alloclab::vt {
 // pays the DRAM latency (cache_mib.llc), or the stream where the CPU's previous such miss was in its 4 KiB page; 14:
 // lock_stat's clock reads are free (instrument_ticks()): a run with lock_stat has the virtual times of one without;
 // 15: the streamer's page rule holds for node memory only (a heap object's page made times depend on the heap); 16:
-// the runner's start gate: each worker starts at a phase of its spin loop drawn from the run's seed (the start order).
-inline constexpr int kSimulatorVersion = 16;
+// the runner's start gate: each worker starts at a phase of its spin loop drawn from the run's seed (the start order);
+// 17: private cache levels: a tracked line that has left its last user's L1D (L2) costs cache_ns.l2 (cache_ns.llc).
+inline constexpr int kSimulatorVersion = 17;
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.

@@ -47,6 +47,9 @@ std::vector<std::pair<DistanceClass, std::vector<std::pair<int, int>>>> host_tra
 // One PU of each core of host NUMA node `node` (logical indices): the threads of a per-node bandwidth measurement.
 std::vector<int> node_core_pus(int node);
 
+// Size in bytes of the host's level-`level` data or unified cache (1 = L1D; the first such cache hwloc reports; 0 when
+// none). Throws std::invalid_argument naming "level" outside 1..5.
+size_t host_cache_bytes(int level);
 // Size in bytes of the host's last-level cache (the largest data or unified cache hwloc reports; 0 when none).
 size_t host_llc_bytes();
 
