@@ -21,9 +21,9 @@ Create ``python/alloclab/studies/<name>.py``. Every module of this package whose
     how long ``alloclab reproduce NAME`` takes, ``{"quick": seconds, "full": seconds}``: the ``elapsed_s`` a
     ``reproduce`` run recorded in its ``meta.json``, on the host the comment beside it names; ``None`` where it
     was not measured (the listing prints ``?`` then, and for a study without ``ESTIMATED_S``). The shipped studies'
-    figures: the 2-vCPU dev VM (an Intel VM, family 6 model 167) on 2026-12-06, quiet (load average 0.03 before),
-    full from one ``reproduce all`` (06:04-06:29 UTC, 24 min 52 s in all), quick from one ``reproduce all --quick``
-    right after it (06:34 UTC, 57 s in all), unless the comment beside them says otherwise.
+    figures: the 2-vCPU dev VM (an AMD EPYC VM, family 25 model 17, Zen 4) on 2026-12-07, quiet, simulator version
+    17: full from one ``reproduce all`` (15:34-16:01 UTC, 26 min 52 s in all), quick from one ``reproduce all
+    --quick`` before it (15:31 UTC, 104 s in all), unless the comment beside them says otherwise.
 ``run(quick: bool, out_dir: Path, progress: bool) -> StudyResult``
     runs the sweep(s) (small sizes when ``quick``, see :func:`alloclab.config.sized`), writes its PNG plots
     into ``out_dir`` and returns a :class:`StudyResult`: ``table`` (ours beside published, :func:`beside`

@@ -53,7 +53,7 @@ TITLE = "CMA: global cma_mutex vs per-area cma->alloc_mutex, 1-4 regions (the 7/
 SCENARIOS = ("cma_concurrent",)
 SEED = "cma-per-area-lock"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 3.5, "full": 112}
+ESTIMATED_S = {"quick": 3.4, "full": 112}
 
 #: Where the CMA figures come from: the seed's table of each terminal's ``time`` (seconds, "~" in the mail).
 _SOURCE = "cma-per-area-lock.mbox.txt (Ge Yang, v2 cover letter)"

@@ -51,7 +51,7 @@ TITLE = "pcp refill: check_pcp_refill in zone->lock vs after it vs off, orders 9
 SCENARIOS = ("pcp_refill",)
 SEED = "pcp-refill-check-outside-lock"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 3.4, "full": 257}
+ESTIMATED_S = {"quick": 3.6, "full": 282}
 
 CHECKS = ("in_lock", "after_unlock", "off")
 #: The pilot grows the block count until the fastest point lasts this long (not in quick mode).

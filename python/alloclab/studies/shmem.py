@@ -75,7 +75,7 @@ TITLE = "shmem fault: info->lock twice (2.6.35) vs once (prealloc) vs ramfs vs m
 SCENARIOS = ("shmem_fault",)
 SEED = "shmem-prealloc-fault"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``).
-ESTIMATED_S = {"quick": 3.2, "full": 43.9}
+ESTIMATED_S = {"quick": 3.5, "full": 42.3}
 
 VARIANTS = ("lock_twice", "prealloc", "ramfs", "modern")
 PATTERNS = ("disjoint", "overlap")

@@ -43,7 +43,7 @@ SCENARIOS: tuple[str, ...] = ()
 SEED = None
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``; full: the 9-run calibration with
 #: both page orders included), on this project's Zen 4 VM.
-ESTIMATED_S = {"quick": 38.5, "full": 270}
+ESTIMATED_S = {"quick": 59.8, "full": 412}
 #: No publication: the real runs on this host are the reference.
 PUBLISHED = pd.DataFrame({"scenario": pd.Series(dtype=str), "workers": pd.Series(dtype="int64")})
 

@@ -62,7 +62,7 @@ SCENARIOS = ("vmalloc_stress",)
 SEED = "vmalloc-busy-lock-once"
 #: Wall time of `alloclab reproduce` (see the package docstring, ``ESTIMATED_S``): measured on the project's Zen 4 VM
 #: (AMD EPYC, family 25 model 17), quiet, on 2026-12-07, once the virtual part ran five seeds per point.
-ESTIMATED_S = {"quick": 8.2, "full": 504}
+ESTIMATED_S = {"quick": 8.6, "full": 557}
 
 #: The seed thread's figures: stress-ng --pthread bogo ops/s. v6.7 on Ice Lake (Huang Rulin, 2024-02-09): patched /
 #: original in percent; mm-unstable with vmap_nodes (2024-02-22): the gain in percent, 160 vCPUs Ice Lake and 224
