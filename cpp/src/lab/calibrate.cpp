@@ -189,9 +189,13 @@ std::vector<int> node_core_pus(int node) {
   return out;
 }
 
+namespace {
+// hwloc's data or unified cache object of each level, from 1 (L1D).
+constexpr hwloc_obj_type_t kLevels[] = {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE,
+                                        HWLOC_OBJ_L5CACHE};
+}  // namespace
+
 size_t host_cache_bytes(int level) {
-  constexpr hwloc_obj_type_t kLevels[] = {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L4CACHE,
-                                          HWLOC_OBJ_L5CACHE};
   if (level < 1 || level > int(std::size(kLevels)))
     throw std::invalid_argument("level: " + std::to_string(level) + " (allowed: 1.." +
                                 std::to_string(std::size(kLevels)) + ")");
@@ -201,7 +205,7 @@ size_t host_cache_bytes(int level) {
 
 size_t host_llc_bytes() {
   size_t best = 0;
-  for (int level = 1; level <= 5; ++level) best = std::max(best, host_cache_bytes(level));
+  for (int level = 1; level <= int(std::size(kLevels)); ++level) best = std::max(best, host_cache_bytes(level));
   return best;
 }
 

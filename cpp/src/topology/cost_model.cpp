@@ -180,11 +180,13 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
     }
   }
   if (taken_in) ++fills_[size_t(llc)];
-  std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
-  for (size_t i = 0; i < fills.size(); ++i) fills[i] += found > int(i);
+  if (private_lines_[0]) {  // the private levels' counts matter only where they are modelled
+    std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
+    for (size_t i = 0; i < fills.size(); ++i) fills[i] += found > int(i);
+    l.private_stamp = fills;
+  }
   l.last = int16_t(c);
   l.stamp = fills_[size_t(llc)];
-  l.private_stamp = fills;
   return refill + coherence(l, c, write);
 }
 

@@ -231,7 +231,8 @@ class CostModel {
   void fill(int c, uint64_t lines) {
     if (!llc_lines_) return;
     fills_[size_t(llc_of_cpu_[size_t(c)])] += lines;
-    for (uint64_t& f : private_fills_[size_t(c)]) f += lines;
+    if (private_lines_[0])
+      for (uint64_t& f : private_fills_[size_t(c)]) f += lines;
   }
   // Where CPU `c`, the last to use line `l`, finds it while the LLC still has it: 0 its L1D (or no private level
   // modelled), 1 its L2, 2 the LLC.
