@@ -11,6 +11,15 @@ void register_machine_profile(py::module_& m) {
   m.def(
       "op_names", [] { return std::vector<std::string>(std::begin(kOpNames), std::end(kOpNames)); },
       "The model operations a profile costs in cycles (the fields of its op_cycles table), in ALLOCLAB_OPS order.");
+  m.def(
+      "private_cache_levels",
+      [] {
+        std::vector<std::tuple<std::string, int, std::string>> v;
+        for (const auto& l : kPrivateCacheLevels) v.emplace_back(l.name, l.hwloc_level, l.below);
+        return v;
+      },
+      "The private cache levels a profile can describe, innermost first (kPrivateCacheLevels): (name, hwloc level, "
+      "below): the size is cache_kib.<name>, the latency of a line that has left it cache_ns.<below>.");
   py::class_<MachineProfile, std::shared_ptr<MachineProfile>>(m, "MachineProfile")
       .def(py::init([](std::map<std::string, std::string> text, std::map<std::string, double> numbers,
                        std::vector<std::string> seeds) {

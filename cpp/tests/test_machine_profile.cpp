@@ -159,6 +159,16 @@ TEST(MachineProfile, PrivateCacheLevelsNeedTheirLatenciesAndTheLevelsBelow) {
   EXPECT_EQ(error_of(f), "cache_kib.l2: 32 KiB is not allowed (allowed: more than cache_kib.l1d, 48 KiB)");
   number(f, "cache_kib.l2", 1280);
   EXPECT_EQ(MachineProfile(f).value("cache_kib.l2"), 1280);
+  auto l2_alone = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
+  number(l2_alone, "cache_kib.l2", 1280);
+  number(l2_alone, "cache_ns.llc", 30);
+  EXPECT_EQ(error_of(l2_alone),
+            "cache_kib.l2: needs cache_kib.l1d, the L1D size (L2 is the level below L1D) (allowed: both, or neither)");
+  auto l2_latency = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
+  number(l2_latency, "cache_ns.l2", 5.3);
+  EXPECT_EQ(error_of(l2_latency),
+            "cache_ns.l2: needs cache_kib.l1d, the L1D size, which lines leave to be found in L2 (allowed: both, or "
+            "neither)");
   auto no_l1d = fields("package:2 numa:1 l3:1 core:4 pu:2", kTwoSocketSmt);
   number(no_l1d, "cache_ns.llc", 30);
   EXPECT_EQ(error_of(no_l1d),

@@ -364,7 +364,7 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
     # The host's caches and the trip back of a line that has left each (cost_model.hpp, cache capacity).
     if llc := _core.calibration.host_llc_bytes():
         levels = _private_levels(llc)
-        for name, level_bytes in levels:
+        for name, level_bytes, _ in levels:
             how = f"the size of one {name.upper()} cache of this host as hwloc reports it"
             out[f"cache_kib.{name}"] = run.result(
                 level_bytes / 1024, how, f"cache_kib.{name}: {level_bytes // 1024} KiB"
@@ -372,8 +372,7 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
         llc_how = f"the size of one last-level cache of this host as hwloc reports it ({llc // 1024} KiB)"
         out["cache_mib.llc"] = run.result(llc / _MIB, llc_how, f"cache_mib.llc: {llc / _MIB:g} MiB")
         # A line that has left a level is found in the next one: a chase that fits the next one and not this one.
-        for name, level_bytes in levels:
-            below = {"l1d": "l2", "l2": "llc"}[name]
+        for name, level_bytes, below in levels:
             chase = _CHASE_OVER * level_bytes
             _, ns, _ = _core.calibration.misses_in_flight(pu, chase, trials, misses)
             how = (
@@ -395,16 +394,17 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
 _CHASE_OVER = 4
 
 
-def _private_levels(llc: int) -> list[tuple[str, int]]:
-    """The host's L1D and L2 as ``[(name, bytes)]``, while each is a private level: a chase over :data:`_CHASE_OVER`
-    times it fits in half of the level below (else that level and those after it are left out, as on a host whose
-    L2 is its LLC)."""
+def _private_levels(llc: int) -> list[tuple[str, int, str]]:
+    """The host's private cache levels (the engine's list, ``_core.private_cache_levels()``: L1D, L2) as
+    ``[(name, bytes, below)]``, while each is a private level: a chase over :data:`_CHASE_OVER` times it fits in half
+    of the level below (else that level and those after it are left out, as on a host whose L2 is its LLC)."""
     calib, out = _core.calibration, []
-    for name, level in (("l1d", 1), ("l2", 2)):
-        size, below = calib.host_cache_bytes(level), calib.host_cache_bytes(level + 1) if level == 1 else llc
-        if not size or _CHASE_OVER * size > below // 2:
+    for name, level, below in _core.private_cache_levels():
+        size = calib.host_cache_bytes(level)
+        below_bytes = llc if below == "llc" else calib.host_cache_bytes(level + 1)
+        if not size or _CHASE_OVER * size > below_bytes // 2:
             break
-        out.append((name, size))
+        out.append((name, size, below))
     return out
 
 

@@ -153,11 +153,10 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
     assert doc.get("cache_mib", {}).get("llc", {}).get("value") == (llc / 2**20 if llc else None)
     # The private levels this host has: their sizes from hwloc, their latencies from chases 4 x their size.
     levels = _private_levels(llc) if llc else []
-    assert {f: e["value"] for f, e in doc.get("cache_kib", {}).items()} == {n: b / 1024 for n, b in levels}
-    latency_of = {"l1d": "l2", "l2": "llc"}
-    assert {f: e["value"] for f, e in doc.get("cache_ns", {}).items()} == {latency_of[n]: 240.0 for n, _ in levels}
+    assert {f: e["value"] for f, e in doc.get("cache_kib", {}).items()} == {n: b / 1024 for n, b, _ in levels}
+    assert {f: e["value"] for f, e in doc.get("cache_ns", {}).items()} == {below: 240.0 for *_, below in levels}
     chased = [args[1] for name, args in fake if name == "misses_in_flight"][: 1 + len(levels)]
-    assert chased[1:] == [4 * b for _, b in levels]
+    assert chased[1:] == [4 * b for _, b, _ in levels]
     assert {k: v["value"] for k, v in doc["page_ns"].items()} == {
         "copy": 400.0, "copy_ascending": 300.0, "clear": 400.0, "clear_ascending": 300.0
     }  # fmt: skip
@@ -238,11 +237,11 @@ def test_cli_refuses_bad_repeats():
 @pytest.mark.parametrize(
     ("sizes", "expected"),
     [
-        ({1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, [("l1d", 32 << 10), ("l2", 1 << 20)]),  # Zen 4
-        ({1: 32 << 10, 2: 1 << 20, 3: 0}, [("l1d", 32 << 10)]),  # L2 is the LLC: only L1D is private
+        ({1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, [("l1d", 32 << 10, "l2"), ("l2", 1 << 20, "llc")]),  # Zen 4
+        ({1: 32 << 10, 2: 1 << 20, 3: 0}, [("l1d", 32 << 10, "l2")]),  # L2 is the LLC: only L1D is private
         ({1: 32 << 10, 2: 0, 3: 0}, []),  # no L2 reported: no level to find an L1D miss in
         ({1: 0, 2: 1 << 20, 3: 32 << 20}, []),  # no L1D reported
-        ({1: 32 << 10, 2: 6 << 20, 3: 8 << 20}, [("l1d", 32 << 10)]),  # 4 x L2 does not fit half the LLC
+        ({1: 32 << 10, 2: 6 << 20, 3: 8 << 20}, [("l1d", 32 << 10, "l2")]),  # 4 x L2 does not fit half the LLC
     ],
 )
 def test_private_levels_are_the_levels_a_chase_can_tell_apart(monkeypatch, sizes, expected):

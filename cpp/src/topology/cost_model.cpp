@@ -68,14 +68,15 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     last_miss_.assign(n, 0);
     dram_remote_ = ps(profile_->value_or("dram_ns.remote", profile_->value("dram_ns.local")));
     private_fills_.assign(n, {});
-    const std::pair<const char*, const char*> levels[] = {{"cache_kib.l1d", "cache_ns.l2"},
-                                                          {"cache_kib.l2", "cache_ns.llc"}};
-    for (size_t i = 0; i < std::size(levels); ++i)
-      if (profile_->values().count(levels[i].first)) {  // the schema gives each size its latency
-        private_lines_[i] = std::max<uint64_t>(1, uint64_t(profile_->value(levels[i].first) * 1024 / 64));
-        private_miss_ps_[i] =
-            std::max<vt::vtime>(0, ps(profile_->value(levels[i].second)) - op_ps_[size_t(Op::line_access)]);
+    for (size_t i = 0; i < kNrPrivateCacheLevels; ++i) {
+      const auto& level = kPrivateCacheLevels[i];
+      const std::string size = "cache_kib." + std::string(level.name);
+      if (profile_->values().count(size)) {  // the schema gives each size its latency
+        private_lines_[i] = std::max<uint64_t>(1, uint64_t(profile_->value(size) * 1024 / 64));
+        private_miss_ps_[i] = std::max<vt::vtime>(
+            0, ps(profile_->value("cache_ns." + std::string(level.below))) - op_ps_[size_t(Op::line_access)]);
       }
+    }
   }
 }
 
@@ -145,18 +146,18 @@ void CostModel::forget(const void* p, uint64_t bytes) {
 }
 
 int CostModel::private_level(const LineState& l, int c) const {
-  const std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
-  if (!private_lines_[0] || fills[0] - l.private_stamp[0] < private_lines_[0]) return 0;
-  if (!private_lines_[1] || fills[1] - l.private_stamp[1] < private_lines_[1]) return 1;
-  return 2;
+  const auto& fills = private_fills_[size_t(c)];
+  for (size_t i = 0; i < kNrPrivateCacheLevels; ++i)
+    if (!private_lines_[i] || fills[i] - l.private_stamp[i] < private_lines_[i]) return int(i);
+  return int(kNrPrivateCacheLevels);
 }
 
 vt::vtime CostModel::access(LineState& l, int c, bool write) {
   if (!llc_lines_) return coherence(l, c, write);
   vt::vtime refill = 0;
   const int llc = llc_of_cpu_[size_t(c)];
-  bool taken_in = true;  // the line enters c's LLC
-  int found = 3;         // where c finds it (private_level(), 3: anywhere else), for its private levels' fills
+  bool taken_in = true;                   // the line enters c's LLC
+  int found = kNrPrivateCacheLevels + 1;  // where c finds it (private_level(), or past it: anywhere else), for fills
   if (l.last >= 0) {
     const int last_llc = llc_of_cpu_[size_t(l.last)];
     if (fills_[size_t(last_llc)] - l.stamp >= llc_lines_) {  // every copy has been evicted (written back if dirty)
@@ -181,7 +182,7 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
   }
   if (taken_in) ++fills_[size_t(llc)];
   if (private_lines_[0]) {  // the private levels' counts matter only where they are modelled
-    std::array<uint64_t, 2>& fills = private_fills_[size_t(c)];
+    auto& fills = private_fills_[size_t(c)];
     for (size_t i = 0; i < fills.size(); ++i) fills[i] += found > int(i);
     l.private_stamp = fills;
   }

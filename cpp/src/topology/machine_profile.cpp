@@ -76,21 +76,37 @@ constexpr const char* kSections[] = {"clock",     "transfer_ns", "wakeup_ns", "b
                                      "cache_kib", "cache_mib",   "cache_ns",  "dram_ns",       "page_ns",
                                      "op_cycles"};
 // The cache capacity model's numbers come in sets (cost_model.hpp): a level's size needs the latency of a line that
-// has left it, and a private level needs the level below it.
+// has left it and the reverse, and a private level needs the level above it (kPrivateCacheLevels) and the LLC.
 struct Needs {
-  const char* field;
-  const char* needs;
-  const char* what;  // what `needs` is to `field`
+  std::string field;
+  std::string needs;
+  std::string what;  // what `needs` is to `field`
 };
-constexpr Needs kNeeds[] = {
-    {"cache_mib.llc", "dram_ns.local", "the latency of a line that has left the LLC"},
-    {"cache_kib.l1d", "cache_ns.l2", "the latency of a line that has left L1D"},
-    {"cache_kib.l1d", "cache_mib.llc", "the LLC, where a line that leaves the private caches goes"},
-    {"cache_ns.l2", "cache_kib.l1d", "the L1D size, which lines leave to be found in L2"},
-    {"cache_kib.l2", "cache_ns.llc", "the latency of a line that has left L2"},
-    {"cache_kib.l2", "cache_kib.l1d", "the L1D size (L2 is the level below L1D)"},
-    {"cache_ns.llc", "cache_kib.l2", "the L2 size, which lines leave to be found in the LLC"},
-};
+// How messages name a level: "L1D", "L2", "the LLC".
+std::string level_text(std::string_view name) {
+  if (name == "llc") return "the LLC";
+  std::string s(name);
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+std::vector<Needs> needs_table() {
+  std::vector<Needs> v{{"cache_mib.llc", "dram_ns.local", "the latency of a line that has left the LLC"}};
+  std::string above;
+  for (const auto& l : kPrivateCacheLevels) {
+    const std::string name(l.name), size = "cache_kib." + name, latency = "cache_ns." + std::string(l.below);
+    v.push_back({size, latency, "the latency of a line that has left " + level_text(name)});
+    v.push_back(
+        {latency, size, "the " + level_text(name) + " size, which lines leave to be found in " + level_text(l.below)});
+    if (above.empty())
+      v.push_back({size, "cache_mib.llc", "the LLC, where a line that leaves the private caches goes"});
+    else
+      v.push_back({size, "cache_kib." + above,
+                   "the " + level_text(above) + " size (" + level_text(name) + " is the level below " +
+                       level_text(above) + ")"});
+    above = name;
+  }
+  return v;
+}
 constexpr const char* kTextFields[] = {"name", "description", "topology", "topology_source"};
 
 std::string join(const std::vector<std::string>& v) {
@@ -335,9 +351,9 @@ MachineProfile::MachineProfile(const ProfileFields& f)
       bad(entry + ".source: empty (every number needs its source)");
   }
   // A cache that lines leave needs the time to bring them back; each level is smaller than the one below it.
-  for (const auto& n : kNeeds)
+  for (const auto& n : needs_table())
     if (values.count(n.field) && !values.count(n.needs))
-      bad(std::string(n.field) + ": needs " + n.needs + ", " + n.what + " (allowed: both, or neither)");
+      bad(n.field + ": needs " + n.needs + ", " + n.what + " (allowed: both, or neither)");
   const auto kib = [&](const char* key) { return values.count(key) ? values.at(key) : 0.0; };
   const double l1d = kib("cache_kib.l1d"), l2 = kib("cache_kib.l2"), llc = kib("cache_mib.llc") * 1024;
   if (l2 > 0 && l2 <= l1d)

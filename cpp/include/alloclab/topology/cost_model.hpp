@@ -206,15 +206,16 @@ class CostModel {
   };
 
  private:
+  using PerPrivateLevel = std::array<uint64_t, kNrPrivateCacheLevels>;  // one count per kPrivateCacheLevels entry
   struct LineState {
-    uint64_t key = 0;                         // line address >> 6, plus one (0: empty slot)
-    uint64_t stamp = 0;                       // fills_ of the LLC of `last` when `last` used it
-    std::array<uint64_t, 2> private_stamp{};  // private_fills_ of `last` (L1D, L2) when `last` used it
-    int16_t owner = -1;                       // last writer (virtual CPU), -1 never written
-    int16_t last = -1;                        // the CPU that used it last, -1 none yet (capacity only)
-    int8_t home = -1;                         // the node of its memory, -1 not node memory
-    uint8_t nreaders = 0;                     // CPUs in readers[] (read since the last write)
-    bool many_readers = false;                // more read it than readers[] holds
+    uint64_t key = 0;                 // line address >> 6, plus one (0: empty slot)
+    uint64_t stamp = 0;               // fills_ of the LLC of `last` when `last` used it
+    PerPrivateLevel private_stamp{};  // private_fills_ of `last` (L1D, L2) when `last` used it
+    int16_t owner = -1;               // last writer (virtual CPU), -1 never written
+    int16_t last = -1;                // the CPU that used it last, -1 none yet (capacity only)
+    int8_t home = -1;                 // the node of its memory, -1 not node memory
+    uint8_t nreaders = 0;             // CPUs in readers[] (read since the last write)
+    bool many_readers = false;        // more read it than readers[] holds
     std::array<int16_t, 3> readers{};
   };
   // The state of the line at `p`, a new one (untouched, with its home) the first time.
@@ -234,8 +235,8 @@ class CostModel {
     if (private_lines_[0])
       for (uint64_t& f : private_fills_[size_t(c)]) f += lines;
   }
-  // Where CPU `c`, the last to use line `l`, finds it while the LLC still has it: 0 its L1D (or no private level
-  // modelled), 1 its L2, 2 the LLC.
+  // Where CPU `c`, the last to use line `l`, finds it while the LLC still has it: the index in kPrivateCacheLevels of
+  // the level that still holds it (0 its L1D, also when no private level is modelled; 1 its L2), or past them, the LLC.
   int private_level(const LineState& l, int c) const;
   // touch_each() of the n lines line_of(0), ..., line_of(n - 1).
   template <class LineOf>
@@ -291,9 +292,9 @@ class CostModel {
   std::vector<uint64_t> last_miss_;             // per virtual CPU: the key of its last line from DRAM
   // The private levels (capacity and cache_kib.l1d, .l2): per level [L1D, L2], its lines (0: not modelled) and what
   // a line that has left it costs beyond line_access (cache_ns.l2, cache_ns.llc); per CPU, the lines each took in.
-  std::array<uint64_t, 2> private_lines_{};
-  std::array<vt::vtime, 2> private_miss_ps_{};
-  std::vector<std::array<uint64_t, 2>> private_fills_;
+  PerPrivateLevel private_lines_{};
+  std::array<vt::vtime, kNrPrivateCacheLevels> private_miss_ps_{};
+  std::vector<PerPrivateLevel> private_fills_;
   std::map<uintptr_t, std::pair<uintptr_t, int>> homes_;  // first byte -> (end, node) of node memory
 };
 

@@ -53,6 +53,17 @@
 
 namespace alloclab {
 
+// The private cache levels the cost model prices, innermost first (cost_model.hpp, cache capacity): each one's size
+// is cache_kib.<name>, hwloc's level `hwloc_level` on the host, and a line that has left it is found in the level
+// below at cache_ns.<below>. Declared once: the schema's rules, the cost model and alloclab calibrate follow it.
+struct PrivateCacheLevel {
+  std::string_view name;
+  int hwloc_level;
+  std::string_view below;
+};
+inline constexpr PrivateCacheLevel kPrivateCacheLevels[] = {{"l1d", 1, "l2"}, {"l2", 2, "llc"}};
+inline constexpr size_t kNrPrivateCacheLevels = std::size(kPrivateCacheLevels);
+
 // The ops' names in list order ("atomic_rmw", ..., "clock_read"): the fields of a profile's [op_cycles] table.
 inline constexpr std::string_view kOpNames[] = {
 #define ALLOCLAB_OP_NAME(name) #name,
