@@ -88,28 +88,38 @@ class Lock {
     else
       k.leave(kt);
   }
-  // The kind's own acquire when it has one (pthread_mutex_lock), else enter() then wait().
+  // The kind's uncontended attempt: its own acquire when it has one (pthread_mutex_lock, which returns owning the
+  // lock), else enter(). True: acquired; false: wait() must follow.
   template <bool Read, class K>
-  static void acquire(K& k, typename K::Token& kt, bool yield) {
+  static bool attempt(K& k, typename K::Token& kt, bool yield) {
     if constexpr (!Read || !ReadSideKind<K>)
       if constexpr (requires { k.acquire(kt, yield); }) {
         k.acquire(kt, yield);
-        return;
+        return true;
       }
-    if (!enter<Read>(k, kt)) wait<Read>(k, kt, yield);
+    return enter<Read>(k, kt);
   }
 
+  // The uncontended acquisition inline, as the kernel's queued_spin_lock() before its out-of-line slowpath: a run
+  // without lock_stat times the kind's own code, not a call chain around it.
   template <bool Read>
   void lock_as(LockToken& t) {
     if (vlock_ && vt::current_cpu() >= 0) [[unlikely]] {
       vlock(t, Read);
       return;
     }
+    if (!stat_ && with_kind(t, [this](auto& k, auto& kt) {
+          set_node(kt);
+          return attempt<Read>(k, kt, yield_);
+        })) [[likely]]
+      return;
+    lock_slow<Read>(t);
+  }
+  // lock_as() past its fast path: the wait of a run without lock_stat, or every acquisition of one with it.
+  template <bool Read>
+  [[gnu::noinline]] void lock_slow(LockToken& t) {
     if (!stat_) {
-      with_kind(t, [this](auto& k, auto& kt) {
-        set_node(kt);
-        acquire<Read>(k, kt, yield_);
-      });
+      with_kind(t, [this](auto& k, auto& kt) { wait<Read>(k, kt, yield_); });
       return;
     }
     if (with_kind(t, [](auto& k, auto& kt) {
