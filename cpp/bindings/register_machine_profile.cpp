@@ -14,12 +14,14 @@ void register_machine_profile(py::module_& m) {
   m.def(
       "private_cache_levels",
       [] {
-        std::vector<std::tuple<std::string, int, std::string>> v;
-        for (const auto& l : kPrivateCacheLevels) v.emplace_back(l.name, l.hwloc_level, l.below);
+        std::vector<std::tuple<std::string, int, std::string, std::string, std::string>> v;
+        for (const auto& l : kPrivateCacheLevels)
+          v.emplace_back(l.name, l.hwloc_level, l.below, l.size_field(), l.latency_field());
         return v;
       },
       "The private cache levels a profile can describe, innermost first (kPrivateCacheLevels): (name, hwloc level, "
-      "below): the size is cache_kib.<name>, the latency of a line that has left it cache_ns.<below>.");
+      "below, size field, latency field): its size is the profile's size field (cache_kib.<name>), the latency of a "
+      "line that has left it the latency field (cache_ns.<below>).");
   py::class_<MachineProfile, std::shared_ptr<MachineProfile>>(m, "MachineProfile")
       .def(py::init([](std::map<std::string, std::string> text, std::map<std::string, double> numbers,
                        std::vector<std::string> seeds) {

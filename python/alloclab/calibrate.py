@@ -19,7 +19,7 @@ import json
 import os
 import statistics
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -364,23 +364,23 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
     # The host's caches and the trip back of a line that has left each (cost_model.hpp, cache capacity).
     if llc := _core.calibration.host_llc_bytes():
         levels = _private_levels(llc)
-        for name, level_bytes, _ in levels:
-            how = f"the size of one {name.upper()} cache of this host as hwloc reports it"
-            out[f"cache_kib.{name}"] = run.result(
-                level_bytes / 1024, how, f"cache_kib.{name}: {level_bytes // 1024} KiB"
+        for level in levels:
+            how = f"the size of one {level.name.upper()} cache of this host as hwloc reports it"
+            out[level.size_field] = run.result(
+                level.bytes / 1024, how, f"{level.size_field}: {level.bytes // 1024} KiB"
             )
         llc_how = f"the size of one last-level cache of this host as hwloc reports it ({llc // 1024} KiB)"
         out["cache_mib.llc"] = run.result(llc / _MIB, llc_how, f"cache_mib.llc: {llc / _MIB:g} MiB")
         # A line that has left a level is found in the next one: a chase that fits the next one and not this one.
-        for name, level_bytes, below in levels:
-            chase = _CHASE_OVER * level_bytes
+        for level in levels:
+            chase = _CHASE_OVER * level.bytes
             _, ns, _ = _core.calibration.misses_in_flight(pu, chase, trials, misses)
             how = (
                 f"one random pointer chase (each load depends on the one before) over {chase // 1024} KiB "
-                f"({_CHASE_OVER} x cache_kib.{name}) first touched on PU {pu}, {misses} loads: the time per step; "
+                f"({_CHASE_OVER} x {level.size_field}) first touched on PU {pu}, {misses} loads: the time per step; "
                 f"median of {trials} trials on PU {pu} (the K = 1 run of chases as misses_in_flight.core's)"
             )
-            out[f"cache_ns.{below}"] = run.result(ns, how, f"cache_ns.{below}: {ns:.1f} ns")
+            out[level.latency_field] = run.result(ns, how, f"{level.latency_field}: {ns:.1f} ns")
     dram_how = (
         f"one random pointer chase (each load depends on the one before) over {size // _MIB} MiB first touched on PU "
         f"{pu}, on huge pages where the host gives them, {misses} misses: the time per step; median of {trials} "
@@ -394,17 +394,26 @@ def _misses_in_flight(run: _Run, pu: int) -> _Results:
 _CHASE_OVER = 4
 
 
-def _private_levels(llc: int) -> list[tuple[str, int, str]]:
-    """The host's private cache levels (the engine's list, ``_core.private_cache_levels()``: L1D, L2) as
-    ``[(name, bytes, below)]``, while each is a private level: a chase over :data:`_CHASE_OVER` times it fits in half
-    of the level below (else that level and those after it are left out, as on a host whose L2 is its LLC)."""
+class _Level(NamedTuple):
+    """A private cache level of the host: its name, its size, and the profile's fields for them."""
+
+    name: str  # "l1d"
+    bytes: int
+    size_field: str  # "cache_kib.l1d"
+    latency_field: str  # "cache_ns.l2": the latency of a line that has left it
+
+
+def _private_levels(llc: int) -> list[_Level]:
+    """The host's private cache levels (the engine's list, ``_core.private_cache_levels()``: L1D, L2), while each is a
+    private level: a chase over :data:`_CHASE_OVER` times it fits in half of the level below (else that level and
+    those after it are left out, as on a host whose L2 is its LLC)."""
     calib, out = _core.calibration, []
-    for name, level, below in _core.private_cache_levels():
+    for name, level, below, size_field, latency_field in _core.private_cache_levels():
         size = calib.host_cache_bytes(level)
         below_bytes = llc if below == "llc" else calib.host_cache_bytes(level + 1)
         if not size or _CHASE_OVER * size > below_bytes // 2:
             break
-        out.append((name, size, below))
+        out.append(_Level(name, size, size_field, latency_field))
     return out
 
 

@@ -153,10 +153,10 @@ def test_repeats_are_interleaved_and_each_number_is_their_median(fake):
     assert doc.get("cache_mib", {}).get("llc", {}).get("value") == (llc / 2**20 if llc else None)
     # The private levels this host has: their sizes from hwloc, their latencies from chases 4 x their size.
     levels = _private_levels(llc) if llc else []
-    assert {f: e["value"] for f, e in doc.get("cache_kib", {}).items()} == {n: b / 1024 for n, b, _ in levels}
-    assert {f: e["value"] for f, e in doc.get("cache_ns", {}).items()} == {below: 240.0 for *_, below in levels}
+    found = {f"{table}.{f}": e["value"] for table in ("cache_kib", "cache_ns") for f, e in doc.get(table, {}).items()}
+    assert found == {lv.size_field: lv.bytes / 1024 for lv in levels} | {lv.latency_field: 240.0 for lv in levels}
     chased = [args[1] for name, args in fake if name == "misses_in_flight"][: 1 + len(levels)]
-    assert chased[1:] == [4 * b for _, b, _ in levels]
+    assert chased[1:] == [4 * lv.bytes for lv in levels]
     assert {k: v["value"] for k, v in doc["page_ns"].items()} == {
         "copy": 400.0, "copy_ascending": 300.0, "clear": 400.0, "clear_ascending": 300.0
     }  # fmt: skip
@@ -234,14 +234,17 @@ def test_cli_refuses_bad_repeats():
     assert "repeats: value out of range: 0 (allowed: 1..50)" in run.stderr
 
 
+_L1D = ("l1d", 32 << 10, "cache_kib.l1d", "cache_ns.l2")  # a 32 KiB L1D, its misses found in the L2
+
+
 @pytest.mark.parametrize(
     ("sizes", "expected"),
     [
-        ({1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, [("l1d", 32 << 10, "l2"), ("l2", 1 << 20, "llc")]),  # Zen 4
-        ({1: 32 << 10, 2: 1 << 20, 3: 0}, [("l1d", 32 << 10, "l2")]),  # L2 is the LLC: only L1D is private
+        ({1: 32 << 10, 2: 1 << 20, 3: 32 << 20}, [_L1D, ("l2", 1 << 20, "cache_kib.l2", "cache_ns.llc")]),  # Zen 4
+        ({1: 32 << 10, 2: 1 << 20, 3: 0}, [_L1D]),  # L2 is the LLC: only L1D is private
         ({1: 32 << 10, 2: 0, 3: 0}, []),  # no L2 reported: no level to find an L1D miss in
         ({1: 0, 2: 1 << 20, 3: 32 << 20}, []),  # no L1D reported
-        ({1: 32 << 10, 2: 6 << 20, 3: 8 << 20}, [("l1d", 32 << 10, "l2")]),  # 4 x L2 does not fit half the LLC
+        ({1: 32 << 10, 2: 6 << 20, 3: 8 << 20}, [_L1D]),  # 4 x L2 does not fit half the LLC
     ],
 )
 def test_private_levels_are_the_levels_a_chase_can_tell_apart(monkeypatch, sizes, expected):

@@ -70,11 +70,10 @@ CostModel::CostModel(std::shared_ptr<const MachineProfile> profile, Costs costs,
     private_fills_.assign(n, {});
     for (size_t i = 0; i < kNrPrivateCacheLevels; ++i) {
       const auto& level = kPrivateCacheLevels[i];
-      const std::string size = "cache_kib." + std::string(level.name);
-      if (profile_->values().count(size)) {  // the schema gives each size its latency
-        private_lines_[i] = std::max<uint64_t>(1, uint64_t(profile_->value(size) * 1024 / 64));
-        private_miss_ps_[i] = std::max<vt::vtime>(
-            0, ps(profile_->value("cache_ns." + std::string(level.below))) - op_ps_[size_t(Op::line_access)]);
+      if (profile_->values().count(level.size_field())) {  // the schema gives each size its latency
+        private_lines_[i] = std::max<uint64_t>(1, uint64_t(profile_->value(level.size_field()) * 1024 / 64));
+        private_miss_ps_[i] =
+            std::max<vt::vtime>(0, ps(profile_->value(level.latency_field())) - op_ps_[size_t(Op::line_access)]);
       }
     }
   }
@@ -156,8 +155,9 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
   if (!llc_lines_) return coherence(l, c, write);
   vt::vtime refill = 0;
   const int llc = llc_of_cpu_[size_t(c)];
-  bool taken_in = true;                   // the line enters c's LLC
-  int found = kNrPrivateCacheLevels + 1;  // where c finds it (private_level(), or past it: anywhere else), for fills
+  bool taken_in = true;  // the line enters c's LLC
+  int found =
+      int(kNrPrivateCacheLevels);  // where c finds it (private_level(); kNrPrivateCacheLevels: past them), for fills
   if (l.last >= 0) {
     const int last_llc = llc_of_cpu_[size_t(l.last)];
     if (fills_[size_t(last_llc)] - l.stamp >= llc_lines_) {  // every copy has been evicted (written back if dirty)

@@ -91,19 +91,19 @@ std::string level_text(std::string_view name) {
 }
 std::vector<Needs> needs_table() {
   std::vector<Needs> v{{"cache_mib.llc", "dram_ns.local", "the latency of a line that has left the LLC"}};
-  std::string above;
+  const PrivateCacheLevel* above = nullptr;
   for (const auto& l : kPrivateCacheLevels) {
-    const std::string name(l.name), size = "cache_kib." + name, latency = "cache_ns." + std::string(l.below);
-    v.push_back({size, latency, "the latency of a line that has left " + level_text(name)});
-    v.push_back(
-        {latency, size, "the " + level_text(name) + " size, which lines leave to be found in " + level_text(l.below)});
-    if (above.empty())
+    const std::string size = l.size_field(), latency = l.latency_field();
+    v.push_back({size, latency, "the latency of a line that has left " + level_text(l.name)});
+    v.push_back({latency, size,
+                 "the " + level_text(l.name) + " size, which lines leave to be found in " + level_text(l.below)});
+    if (!above)
       v.push_back({size, "cache_mib.llc", "the LLC, where a line that leaves the private caches goes"});
     else
-      v.push_back({size, "cache_kib." + above,
-                   "the " + level_text(above) + " size (" + level_text(name) + " is the level below " +
-                       level_text(above) + ")"});
-    above = name;
+      v.push_back({size, above->size_field(),
+                   "the " + level_text(above->name) + " size (" + level_text(l.name) + " is the level below " +
+                       level_text(above->name) + ")"});
+    above = &l;
   }
   return v;
 }
@@ -354,13 +354,22 @@ MachineProfile::MachineProfile(const ProfileFields& f)
   for (const auto& n : needs_table())
     if (values.count(n.field) && !values.count(n.needs))
       bad(n.field + ": needs " + n.needs + ", " + n.what + " (allowed: both, or neither)");
-  const auto kib = [&](const char* key) { return values.count(key) ? values.at(key) : 0.0; };
-  const double l1d = kib("cache_kib.l1d"), l2 = kib("cache_kib.l2"), llc = kib("cache_mib.llc") * 1024;
-  if (l2 > 0 && l2 <= l1d)
-    bad("cache_kib.l2: " + fmt(l2) + " KiB is not allowed (allowed: more than cache_kib.l1d, " + fmt(l1d) + " KiB)");
-  if (l1d > 0 && std::max(l1d, l2) >= llc)
-    bad(std::string(l2 > 0 ? "cache_kib.l2" : "cache_kib.l1d") + ": " + fmt(std::max(l1d, l2)) +
-        " KiB is not allowed (allowed: less than cache_mib.llc, " + fmt(llc) + " KiB)");
+  // The rules above make the sizes given a prefix of kPrivateCacheLevels, with cache_mib.llc when there is one.
+  const PrivateCacheLevel* inner = nullptr;  // the last level checked
+  for (const auto& l : kPrivateCacheLevels) {
+    if (!values.count(l.size_field())) break;
+    const double kib = values.at(l.size_field());
+    if (inner && kib <= values.at(inner->size_field()))
+      bad(l.size_field() + ": " + fmt(kib) + " KiB is not allowed (allowed: more than " + inner->size_field() + ", " +
+          fmt(values.at(inner->size_field())) + " KiB)");
+    inner = &l;
+  }
+  if (inner) {
+    const double kib = values.at(inner->size_field()), llc = values.at("cache_mib.llc") * 1024;
+    if (kib >= llc)
+      bad(inner->size_field() + ": " + fmt(kib) + " KiB is not allowed (allowed: less than cache_mib.llc, " + fmt(llc) +
+          " KiB)");
+  }
   values_ = std::move(values);
   sources_ = std::move(sources);
   for (const auto c : distances_.present())

@@ -60,6 +60,10 @@ struct PrivateCacheLevel {
   std::string_view name;
   int hwloc_level;
   std::string_view below;
+
+  // The profile's fields: "cache_kib.<name>" (its size), "cache_ns.<below>" (what a line that has left it costs).
+  std::string size_field() const { return "cache_kib." + std::string(name); }
+  std::string latency_field() const { return "cache_ns." + std::string(below); }
 };
 inline constexpr PrivateCacheLevel kPrivateCacheLevels[] = {{"l1d", 1, "l2"}, {"l2", 2, "llc"}};
 inline constexpr size_t kNrPrivateCacheLevels = std::size(kPrivateCacheLevels);
