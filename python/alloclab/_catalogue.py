@@ -155,8 +155,9 @@ def lock_kinds() -> pd.DataFrame:
     ``provenance["lock_notes"]`` says so), whether it has a shared read side (``read_side``: rwsem; on any other
     kind a down_read takes the lock exclusively), and what its uncontended acquisition and release do to memory,
     counted from its code: locked read-modify-writes (``lock_rmws``, ``unlock_rmws``) and plain loads and stores of
-    the lines it owns (``lock_accesses``, ``unlock_accesses``), which virtual time charges at the profile's
-    ``atomic_rmw`` and ``line_access``."""
+    the lines it owns (``lock_accesses``, ``unlock_accesses``). Virtual time charges each side its RMWs at the
+    profile's ``atomic_rmw``, or its accesses at ``line_access`` where those take longer: the accesses run in the
+    RMWs' shadow."""
     return pd.DataFrame(
         _core.lock_kinds(),
         columns=[

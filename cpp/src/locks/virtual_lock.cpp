@@ -21,9 +21,10 @@ VHandoff handoff(LockKind k, const VRelease& r) {
   __builtin_unreachable();
 }
 
-// What `ops` (a kind's uncontended acquisition or release) cost at the profile's atomic_rmw and line_access.
+// What `ops` (a kind's uncontended acquisition or release) cost: its locked RMWs at the profile's atomic_rmw, or its
+// plain accesses at line_access where those take longer; the accesses run in the RMWs' shadow (LockOps).
 vt::vtime cost(const CostModel& m, LockOps ops) {
-  return ops.rmws * m.op(Op::atomic_rmw) + ops.accesses * m.op(Op::line_access);
+  return std::max(ops.rmws * m.op(Op::atomic_rmw), ops.accesses * m.op(Op::line_access));
 }
 
 // Takes the free lock `v` for `cpu`, exclusively or (`shared`) as one more reader: `kind`'s uncontended acquisition

@@ -59,8 +59,9 @@ namespace alloclab::vt {
 // lock_stat's clock reads are free (instrument_ticks()): a run with lock_stat has the virtual times of one without;
 // 15: the streamer's page rule holds for node memory only (a heap object's page made times depend on the heap); 16:
 // the runner's start gate: each worker starts at a phase of its spin loop drawn from the run's seed (the start order);
-// 17: private cache levels: a tracked line that has left its last user's L1D (L2) costs cache_ns.l2 (cache_ns.llc).
-inline constexpr int kSimulatorVersion = 17;
+// 17: private cache levels: a tracked line that has left its last user's L1D (L2) costs cache_ns.l2 (cache_ns.llc);
+// 18: a lock kind's uncontended accesses run in its RMWs' shadow (LockOps: the larger of the two, not their sum).
+inline constexpr int kSimulatorVersion = 18;
 
 // Thrown out of model code whose wait ended because the run was stopped (a lock, a page flag, a completion): the
 // wait cannot be granted any more, so the worker unwinds to the runner, which catches it.
