@@ -6,16 +6,13 @@
 
 namespace alloclab {
 
+[[gnu::tls_model("initial-exec")]] alignas(8) constinit thread_local char detail::kmutex_task = 0;
+
 namespace {
 std::atomic_ref<KernelMutex::Waiter*> first_ref(KernelMutex::Waiter*& head) {
   return std::atomic_ref<KernelMutex::Waiter*>(head);
 }
 }  // namespace
-
-uintptr_t KernelMutex::current() noexcept {
-  alignas(8) static thread_local char task_struct;
-  return reinterpret_cast<uintptr_t>(&task_struct);
-}
 
 void KernelMutex::lock_wait_lock() noexcept {
   Qspinlock::Token t;

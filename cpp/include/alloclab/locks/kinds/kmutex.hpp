@@ -19,6 +19,12 @@
 
 namespace alloclab {
 
+namespace detail {
+// The calling thread's task_struct, which KernelMutex::current() names (kmutex.cpp). initial-exec, as the kernel's
+// `current` is one per-CPU load: in the Python module the default model would make each fast path call __tls_get_addr.
+[[gnu::tls_model("initial-exec")]] alignas(8) extern constinit thread_local char kmutex_task;
+}  // namespace detail
+
 struct KernelMutex {
   static constexpr LockKindTraits kTraits{
       .fifo = false,
@@ -75,7 +81,8 @@ struct KernelMutex {
   Waiter* wait_tail = nullptr;
 
  private:
-  static uintptr_t current() noexcept;  // the calling thread's task (aligned: the low bits are free for flags)
+  // The calling thread's task (aligned: the low bits are free for flags).
+  static uintptr_t current() noexcept { return reinterpret_cast<uintptr_t>(&detail::kmutex_task); }
   // __mutex_trylock_common: takes the lock for `curr` if it is free, or handed off to `curr`; with `handoff` (the
   // first waiter) sets HANDOFF on a held lock. Returns 0 when acquired, else the owning task.
   uintptr_t trylock_or_owner(uintptr_t curr, bool handoff) noexcept;
