@@ -156,8 +156,8 @@ vt::vtime CostModel::access(LineState& l, int c, bool write) {
   vt::vtime refill = 0;
   const int llc = llc_of_cpu_[size_t(c)];
   bool taken_in = true;  // the line enters c's LLC
-  int found =
-      int(kNrPrivateCacheLevels);  // where c finds it (private_level(); kNrPrivateCacheLevels: past them), for fills
+  // Where c finds it, for fills: private_level(), whose kNrPrivateCacheLevels is past the private levels.
+  int found = int(kNrPrivateCacheLevels);
   if (l.last >= 0) {
     const int last_llc = llc_of_cpu_[size_t(l.last)];
     if (fills_[size_t(last_llc)] - l.stamp >= llc_lines_) {  // every copy has been evicted (written back if dirty)

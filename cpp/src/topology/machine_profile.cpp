@@ -355,20 +355,22 @@ MachineProfile::MachineProfile(const ProfileFields& f)
     if (values.count(n.field) && !values.count(n.needs))
       bad(n.field + ": needs " + n.needs + ", " + n.what + " (allowed: both, or neither)");
   // The rules above make the sizes given a prefix of kPrivateCacheLevels, with cache_mib.llc when there is one.
-  const PrivateCacheLevel* inner = nullptr;  // the last level checked
+  const PrivateCacheLevel* inner = nullptr;  // the last level checked, inner_kib its size
+  double inner_kib = 0;
   for (const auto& l : kPrivateCacheLevels) {
     if (!values.count(l.size_field())) break;
     const double kib = values.at(l.size_field());
-    if (inner && kib <= values.at(inner->size_field()))
+    if (inner && kib <= inner_kib)
       bad(l.size_field() + ": " + fmt(kib) + " KiB is not allowed (allowed: more than " + inner->size_field() + ", " +
-          fmt(values.at(inner->size_field())) + " KiB)");
+          fmt(inner_kib) + " KiB)");
     inner = &l;
+    inner_kib = kib;
   }
   if (inner) {
-    const double kib = values.at(inner->size_field()), llc = values.at("cache_mib.llc") * 1024;
-    if (kib >= llc)
-      bad(inner->size_field() + ": " + fmt(kib) + " KiB is not allowed (allowed: less than cache_mib.llc, " + fmt(llc) +
-          " KiB)");
+    const double llc = values.at("cache_mib.llc") * 1024;
+    if (inner_kib >= llc)
+      bad(inner->size_field() + ": " + fmt(inner_kib) + " KiB is not allowed (allowed: less than cache_mib.llc, " +
+          fmt(llc) + " KiB)");
   }
   values_ = std::move(values);
   sources_ = std::move(sources);
