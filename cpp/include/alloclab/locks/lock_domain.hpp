@@ -65,7 +65,9 @@ struct LockStatThread {
   int32_t node = 0;                        // its model node: where NUMA-aware kinds queue it; hand-offs compare it
   LockStatCounters* read_slots = nullptr;  // indexed by LockClassId: read acquisitions (Lock::lock_read)
 };
-extern thread_local LockStatThread tls_lockstat;
+// Initial-exec, as the kernel's per-CPU numa_node: NUMA-aware kinds read `node` on every acquisition, and the
+// default model would make each read a call to __tls_get_addr in the Python module.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local LockStatThread tls_lockstat;
 
 class LockDomain {
  public:
