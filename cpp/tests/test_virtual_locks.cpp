@@ -56,6 +56,12 @@ CostModel model(int cores) {
 
 constexpr vt::vtime kNs = vt::kNanosecond;
 
+// What one uncontended side of a kind costs on `m` (LockKindTraits): its locked RMWs at atomic_rmw, or, where they
+// take longer, its plain loads and stores at line_access, which run in the RMWs' shadow.
+vt::vtime uncontended(const CostModel& m, LockOps ops) {
+  return std::max(ops.rmws * m.op(Op::atomic_rmw), ops.accesses * m.op(Op::line_access));
+}
+
 // One "zone->lock" on the simulator's fibers, lock_stat on: of kind `kind` (the class's default when empty), in a
 // virtual-time domain on two sockets of two cores (CPUs 0-1 and 2-3), its virtual CPUs running as PUs `pus`.
 struct VirtualZoneLock {
@@ -324,10 +330,7 @@ TEST(VirtualLockZoo, TicketCollapsesAsWaitersGrowAndMcsDoesNot) {
   const CostModel m = model(32);
   const auto uncontended_s = [&](LockKind k) {
     const LockKindInfo& info = lock_kinds()[size_t(k)];
-    const auto ops = [&](LockOps o) {  // the RMWs, or the accesses in their shadow where those take longer
-      return std::max(o.rmws * m.op(Op::atomic_rmw), o.accesses * m.op(Op::line_access));
-    };
-    return double(ops(info.lock) + ops(info.unlock)) / 1e12;
+    return double(uncontended(m, info.lock) + uncontended(m, info.unlock)) / 1e12;
   };
   EXPECT_NEAR(1 / mcs[0] - 1 / ticket[0], uncontended_s(LockKind::mcs) - uncontended_s(LockKind::ticket), 1e-15);
   EXPECT_GT(uncontended_s(LockKind::mcs), uncontended_s(LockKind::ticket));  // two RMWs and three accesses, one and two
@@ -488,9 +491,6 @@ TEST(VirtualLock, AnUncontendedKindCostsItsOwnFastPath) {
   for (const LockKindInfo& k : lock_kinds()) {
     SCOPED_TRACE(std::string(k.name));
     VirtualZoneLock v(std::string(k.name), {0});
-    const auto cost = [&](LockOps ops) {
-      return std::max(ops.rmws * v.m.op(Op::atomic_rmw), ops.accesses * v.m.op(Op::line_access));
-    };
     vt::vtime locked = 0, unlocked = 0;
     vt::Simulator sim;
     sim.run(1, [&](int cpu) {
@@ -503,8 +503,8 @@ TEST(VirtualLock, AnUncontendedKindCostsItsOwnFastPath) {
       locked = t1 - t0;
       unlocked = sim.now() - t1;
     });
-    EXPECT_EQ(locked, cost(k.lock));
-    EXPECT_EQ(unlocked, cost(k.unlock));
+    EXPECT_EQ(locked, uncontended(v.m, k.lock));
+    EXPECT_EQ(unlocked, uncontended(v.m, k.unlock));
     EXPECT_GE(k.lock.rmws + k.unlock.rmws, 1);  // every kind takes its word with a locked RMW
   }
 }
