@@ -32,7 +32,7 @@ static bool has_invariant_tsc() noexcept {
 
 const bool kUseTsc = has_invariant_tsc();
 
-[[gnu::tls_model("initial-exec")]] constinit thread_local bool tls_virtual = false;
+ALLOCLAB_TLS constinit thread_local bool tls_virtual = false;
 
 // The simulator whose fiber calls, or nullptr on any other thread or outside its fibers.
 static vt::Simulator* fiber_simulator() noexcept {

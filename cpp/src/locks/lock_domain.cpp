@@ -9,7 +9,7 @@
 
 namespace alloclab {
 
-[[gnu::tls_model("initial-exec")]] constinit thread_local LockStatThread tls_lockstat;
+ALLOCLAB_TLS constinit thread_local LockStatThread tls_lockstat;
 
 namespace {
 Value count(uint64_t v) { return int64_t(v); }

@@ -14,7 +14,7 @@
 namespace alloclab {
 
 namespace detail {
-[[gnu::tls_model("initial-exec")]] constinit thread_local CostModel* tls_costs = nullptr;
+ALLOCLAB_TLS constinit thread_local CostModel* tls_costs = nullptr;
 }
 
 CostScope::CostScope(CostModel* m) noexcept : previous_(detail::tls_costs) { detail::tls_costs = m; }

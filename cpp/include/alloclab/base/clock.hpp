@@ -19,6 +19,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "alloclab/base/tls.hpp"
+
 namespace alloclab {
 
 struct ClockCalibration {
@@ -33,9 +35,9 @@ const ClockCalibration& clock_calibration() noexcept;
 namespace detail {
 uint64_t steady_ns() noexcept;
 extern const bool kUseTsc;
-// A VirtualClockScope is active on this thread. Initial-exec: every clock read tests it (lock_stat's two per
-// acquisition among them), and the default model would make each test a call to __tls_get_addr in the Python module.
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local bool tls_virtual;
+// A VirtualClockScope is active on this thread; every clock read tests it (lock_stat's two per acquisition among
+// them).
+ALLOCLAB_TLS extern constinit thread_local bool tls_virtual;
 // The calling virtual CPU's clock in picoseconds after the read's own cost (Simulator::read_clock(); 0 outside the
 // simulator's fibers), and charging it.
 uint64_t virtual_read() noexcept;

@@ -41,6 +41,7 @@
 
 #include "alloclab/base/fiber.hpp"
 #include "alloclab/base/ready_queue.hpp"
+#include "alloclab/base/tls.hpp"
 #include "alloclab/base/vclock.hpp"
 #include "alloclab/base/wait_queue.hpp"
 
@@ -218,7 +219,7 @@ class Simulator {
   void end_run() noexcept;
 
   // The CPU whose fiber runs is detail::tls_vcpu (vclock.hpp): -1 in the scheduler.
-  [[gnu::tls_model("initial-exec")]] static inline constinit thread_local Simulator* tls_current_ = nullptr;
+  ALLOCLAB_TLS static inline constinit thread_local Simulator* tls_current_ = nullptr;
 
   Options opts_;
   Fiber* host_ = nullptr;         // the host thread's context during run()

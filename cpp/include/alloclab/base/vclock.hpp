@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "alloclab/base/tls.hpp"
+
 namespace alloclab::vt {
 
 using vtime = uint64_t;  // picoseconds
@@ -24,8 +26,8 @@ std::string format_vtime(vtime t);
 
 namespace detail {
 // The virtual CPU whose fiber runs on this host thread, -1 outside the simulator's fibers. Written by the simulator
-// (scheduler.cpp) alone; initial-exec, so that reading it is one load in the Python module too.
-[[gnu::tls_model("initial-exec")]] inline constinit thread_local int tls_vcpu = -1;
+// (scheduler.cpp) alone.
+ALLOCLAB_TLS inline constinit thread_local int tls_vcpu = -1;
 }  // namespace detail
 
 // The virtual CPU whose fiber calls, -1 outside the simulator's fibers (e.g. in Simulator::Options::poll): one load,

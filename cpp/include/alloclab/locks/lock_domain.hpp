@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "alloclab/base/tls.hpp"
 #include "alloclab/base/value.hpp"
 #include "alloclab/base/vclock.hpp"
 #include "alloclab/locks/lock_class.hpp"
@@ -65,9 +66,9 @@ struct LockStatThread {
   int32_t node = 0;                        // its model node: where NUMA-aware kinds queue it; hand-offs compare it
   LockStatCounters* read_slots = nullptr;  // indexed by LockClassId: read acquisitions (Lock::lock_read)
 };
-// Initial-exec, as the kernel's per-CPU numa_node: NUMA-aware kinds read `node` on every acquisition, and the
-// default model would make each read a call to __tls_get_addr in the Python module.
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local LockStatThread tls_lockstat;
+// The calling thread's attachment; NUMA-aware kinds read its `node` on every acquisition, as the kernel's
+// numa_node_id().
+ALLOCLAB_TLS extern constinit thread_local LockStatThread tls_lockstat;
 
 class LockDomain {
  public:

@@ -57,6 +57,7 @@
 #include "alloclab/base/clock.hpp"
 #include "alloclab/base/enum_names.hpp"
 #include "alloclab/base/scheduler.hpp"
+#include "alloclab/base/tls.hpp"
 #include "alloclab/base/vclock.hpp"
 #include "alloclab/topology/machine_profile.hpp"
 
@@ -299,9 +300,9 @@ class CostModel {
 };
 
 namespace detail {
-// initial-exec: in the Python module (a shared object) the default model would make every check a call to
-// __tls_get_addr; this one is a single load from the thread pointer, so the checks cost real-clock runs nothing.
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local CostModel* tls_costs;
+// The cost model of the virtual run this thread drives, checked by every tracked access (ALLOCLAB_TLS, so that the
+// checks cost real-clock runs nothing).
+ALLOCLAB_TLS extern constinit thread_local CostModel* tls_costs;
 }  // namespace detail
 // The cost model of the virtual-clock run on this thread (nullptr in a real-clock run), set by CostScope.
 inline CostModel* current_costs() noexcept { return detail::tls_costs; }

@@ -6,7 +6,7 @@
 
 namespace alloclab {
 
-[[gnu::tls_model("initial-exec")]] alignas(8) constinit thread_local char detail::kmutex_task = 0;
+ALLOCLAB_TLS alignas(8) constinit thread_local char detail::kmutex_task = 0;
 
 namespace {
 std::atomic_ref<KernelMutex::Waiter*> first_ref(KernelMutex::Waiter*& head) {

@@ -13,6 +13,7 @@
 // looks, and never spins when the run is oversubscribed), OSQ unqueueing on need_resched, ww_mutex, lockdep.
 #pragma once
 
+#include "alloclab/base/tls.hpp"
 #include "alloclab/locks/kinds/kind.hpp"
 #include "alloclab/locks/kinds/qspinlock.hpp"
 #include "alloclab/locks/mcs_node.hpp"
@@ -20,9 +21,8 @@
 namespace alloclab {
 
 namespace detail {
-// The calling thread's task_struct, which KernelMutex::current() names (kmutex.cpp). initial-exec, as the kernel's
-// `current` is one per-CPU load: in the Python module the default model would make each fast path call __tls_get_addr.
-[[gnu::tls_model("initial-exec")]] alignas(8) extern constinit thread_local char kmutex_task;
+// The calling thread's task_struct, which KernelMutex::current() names on every fast path (kmutex.cpp).
+ALLOCLAB_TLS alignas(8) extern constinit thread_local char kmutex_task;
 }  // namespace detail
 
 struct KernelMutex {
